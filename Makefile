@@ -1,0 +1,19 @@
+# The two commands of the README: `make demo` (set up, then the full pipeline on the embedded
+# cluster) and `make test` (set up, then lint, drift checks and the whole test suite).
+.PHONY: setup demo test lint bench
+
+setup:
+	@bash scripts/setup
+
+demo: setup
+	.venv/bin/lwsflow demo
+
+lint: setup
+	.venv/bin/ruff check .
+
+test: setup
+	.venv/bin/ruff check .
+	.venv/bin/python -m pytest -n 2 -q
+
+bench: setup
+	.venv/bin/python bench/run_all.py

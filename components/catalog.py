@@ -1,0 +1,341 @@
+"""The model catalog a platform team writes once: node pools, models, environments.
+
+One pydantic model per concept; every user-written key is validated here, at the edge, and
+``load_catalog`` turns any problem into ``InvalidInput`` naming the field (exit code 2 in the CLI).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from controller.errors import InvalidInput
+from controller.yamlio import load_yaml_documents
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+PERCENT = re.compile(r"^(\d{1,3})%$")
+DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+$")
+
+Dtype = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4"]
+BYTES_PER_PARAM: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+DEFAULT_ENVIRONMENTS = ("dev", "staging", "prod")
+
+
+def _dns_label(v: str, max_len: int = 63) -> str:
+    if not DNS1035.match(v) or len(v) > max_len:
+        raise ValueError(f"{v!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
+                         f"starting with a letter, at most {max_len} characters)")
+    return v
+
+
+def _int_or_percent(v: int | str) -> int | str:
+    if isinstance(v, bool):
+        raise ValueError("must be an integer or a percent string like '25%'")
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError("must be >= 0")
+        return v
+    m = PERCENT.match(v)
+    if not m or int(m.group(1)) > 100:
+        raise ValueError(f"{v!r} must be an integer or a percent between 0% and 100%")
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Toleration(_Strict):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+
+class NodePool(_Strict):
+    """A pool of identical GPU nodes."""
+
+    name: str
+    gpu: str = Field(description="GPU product label value, e.g. nvidia-h100-80gb")
+    gpuMemoryGiB: float = Field(gt=0, le=1024)
+    gpusPerNode: int = Field(ge=1, le=64)
+    nodes: int = Field(ge=1, le=100_000)
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    topologyKey: str | None = Field(default=None, description="one group per topology domain when set")
+    cpuPerNode: int = Field(default=192, ge=1)
+    memoryGiBPerNode: int = Field(default=1800, ge=1)
+    gpuResource: str = Field(default="nvidia.com/gpu", description="extended resource name of the GPU")
+
+    _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
+
+
+class Architecture(_Strict):
+    layers: int = Field(ge=1, le=10_000)
+    attentionHeads: int = Field(ge=1, le=100_000)
+    kvHeads: int = Field(ge=1, le=100_000)
+    headDim: int = Field(ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _kv_divides(self) -> Architecture:
+        if self.attentionHeads % self.kvHeads:
+            raise ValueError("kvHeads must divide attentionHeads")
+        return self
+
+
+Stage = int | str
+
+
+class RolloutSettings(_Strict):
+    """Staged-rollout plan: groups updated after each stage (count or percent of replicas)."""
+
+    stages: list[Stage] = Field(default_factory=lambda: [1, "50%", "100%"], min_length=1, max_length=100)
+    maxUnavailable: int | str = 1
+    maxSurge: int | str = 0
+    bake: str = Field(default="0s", description="wait after each stage's gate passes, e.g. 5m")
+    deadline: str = Field(default="30m", description="progress deadline per stage")
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, v: list[Stage]) -> list[Stage]:
+        for s in v:
+            if isinstance(s, bool) or (isinstance(s, int) and s < 1):
+                raise ValueError(f"stage {s!r} must be a positive group count or a percent")
+            if isinstance(s, str):
+                m = PERCENT.match(s)
+                if not m or not 0 < int(m.group(1)) <= 100:
+                    raise ValueError(f"stage {s!r} must be a positive group count or a percent in 1%..100%")
+        return v
+
+    _v_budget = field_validator("maxUnavailable", "maxSurge")(lambda cls, v: _int_or_percent(v))
+
+    @field_validator("bake", "deadline")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        if not DURATION.match(v):
+            raise ValueError(f"{v!r} is not a duration like 90s, 10m or 1h30m")
+        return v
+
+
+class RoleSpec(_Strict):
+    """One role of a disaggregated model (prefill or decode), sized on its own."""
+
+    replicas: int = Field(ge=0, le=1_000_000)
+    nodePool: str | None = Field(default=None, description="defaults to the model's nodePool")
+    maxModelLen: int | None = Field(default=None, ge=1)
+
+
+class SecretRef(_Strict):
+    """A key in a Kubernetes Secret; rendered as ``secretKeyRef``, never as a literal."""
+
+    name: str
+    key: str
+
+
+class GangScheduling(_Strict):
+    provider: Literal["volcano"] = "volcano"
+    queue: str | None = None
+
+
+class Autoscaling(_Strict):
+    """HorizontalPodAutoscaler on the LWS scale subresource (it scales groups and sees leaders only)."""
+
+    minReplicas: int = Field(ge=1)
+    maxReplicas: int = Field(ge=1)
+    targetCPUUtilizationPercentage: int = Field(default=80, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.maxReplicas < self.minReplicas:
+            raise ValueError("maxReplicas must be >= minReplicas")
+        return self
+
+
+class ModelCache(_Strict):
+    """A per-pod model cache volume from volumeClaimTemplates."""
+
+    size: str = "1Ti"
+    storageClassName: str | None = None
+
+
+class EnvVar(_Strict):
+    name: str
+    value: str | None = None
+    secretKeyRef: SecretRef | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> EnvVar:
+        if (self.value is None) == (self.secretKeyRef is None):
+            raise ValueError("set exactly one of value or secretKeyRef")
+        return self
+
+
+class ModelSpec(_Strict):
+    name: str
+    model: str = Field(description="served model id, e.g. meta-llama/Llama-3.1-405B-Instruct")
+    parametersB: float = Field(gt=0, le=100_000)
+    dtype: Dtype = "bf16"
+    architecture: Architecture
+    maxModelLen: int = Field(default=8192, ge=1, le=10_000_000)
+    engine: Literal["vllm", "sglang"] = "vllm"
+    image: str
+    nodePool: str
+    replicas: int | None = Field(default=None, ge=0, le=1_000_000)
+    prefill: RoleSpec | None = None
+    decode: RoleSpec | None = None
+    pdMode: Literal["disaggregatedset", "lws-pair"] = "disaggregatedset"
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    port: int = Field(default=8000, ge=1, le=65535)
+    gpuMemoryUtilization: float = Field(default=0.9, gt=0, le=1)
+    startupPolicy: Literal["LeaderCreated", "LeaderReady"] = "LeaderCreated"
+    restartPolicy: Literal["RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None"] = (
+        "RecreateGroupOnPodRestart")
+    subdomainPolicy: Literal["Shared", "UniquePerReplica"] = "Shared"
+    gangScheduling: GangScheduling | None = None
+    autoscaling: Autoscaling | None = None
+    modelCache: ModelCache | None = None
+    hfTokenSecret: SecretRef | None = Field(default=None, description="HF_TOKEN via secretKeyRef")
+    env: list[EnvVar] = Field(default_factory=list)
+    extraArgs: list[str] = Field(default_factory=list)
+
+    _v_name = field_validator("name")(lambda cls, v: _dns_label(v, 40))
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelSpec:
+        disagg = self.prefill is not None or self.decode is not None
+        if disagg and (self.prefill is None or self.decode is None):
+            raise ValueError("a disaggregated model needs both prefill and decode")
+        if disagg and self.replicas is not None:
+            raise ValueError("set either replicas (aggregated) or prefill/decode (disaggregated), not both")
+        if not disagg and self.replicas is None:
+            raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
+        return self
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill is not None
+
+
+class ModelOverride(_Strict):
+    """Per-environment changes to one model; only replicas-like and rollout settings may differ."""
+
+    replicas: int | None = Field(default=None, ge=0, le=1_000_000)
+    prefill: RoleSpec | None = None
+    decode: RoleSpec | None = None
+    rollout: RolloutSettings | None = None
+
+
+class Environment(_Strict):
+    name: str
+    namespace: str | None = Field(default=None, description="defaults to the catalog namespace")
+    overrides: dict[str, ModelOverride] = Field(default_factory=dict)
+
+    _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
+
+
+class Catalog(_Strict):
+    namespace: str = "default"
+    nodePools: list[NodePool] = Field(min_length=1)
+    models: list[ModelSpec] = Field(min_length=1)
+    environments: list[Environment] = Field(
+        default_factory=lambda: [Environment(name=n) for n in DEFAULT_ENVIRONMENTS], min_length=1)
+
+    _v_ns = field_validator("namespace")(lambda cls, v: _dns_label(v))
+
+    @field_validator("environments", mode="before")
+    @classmethod
+    def _env_names(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": e} if isinstance(e, str) else e for e in v]
+        return v
+
+    @model_validator(mode="after")
+    def _refs(self) -> Catalog:
+        pools = {p.name for p in self.nodePools}
+        for kind, names in (("nodePools", [p.name for p in self.nodePools]),
+                            ("models", [m.name for m in self.models]),
+                            ("environments", [e.name for e in self.environments])):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"{kind}: duplicate name {dup[0]!r}")
+        models = {m.name for m in self.models}
+        for m in self.models:
+            for role, spec in (("", m), ("prefill", m.prefill), ("decode", m.decode)):
+                pool = getattr(spec, "nodePool", None) if spec is not None else None
+                if pool is not None and pool not in pools:
+                    where = f"models[{m.name}]" + (f".{role}" if role else "")
+                    raise ValueError(f"{where}.nodePool: unknown node pool {pool!r} "
+                                     f"(known: {', '.join(sorted(pools))})")
+        for e in self.environments:
+            for name in e.overrides:
+                if name not in models:
+                    raise ValueError(f"environments[{e.name}].overrides: unknown model {name!r}")
+        return self
+
+    def pool(self, name: str) -> NodePool:
+        return next(p for p in self.nodePools if p.name == name)
+
+    def model(self, name: str) -> ModelSpec:
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise InvalidInput(f"unknown model {name!r} (known: {', '.join(m.name for m in self.models)})",
+                           field="model")
+
+    def environment(self, name: str) -> Environment:
+        for e in self.environments:
+            if e.name == name:
+                return e
+        raise InvalidInput(f"unknown environment {name!r} "
+                           f"(known: {', '.join(e.name for e in self.environments)})", field="env")
+
+    def for_environment(self, model: str, env: str) -> ModelSpec:
+        """The model as it runs in ``env``: the environment's overrides applied."""
+        spec = self.model(model)
+        ov = self.environment(env).overrides.get(model)
+        if ov is None:
+            return spec
+        update = {k: getattr(ov, k) for k in ov.model_fields_set if getattr(ov, k) is not None}
+        where = f"environments[{env}].overrides.{model}"
+        if spec.disaggregated and "replicas" in update:
+            raise InvalidInput("a disaggregated model takes prefill/decode, not replicas", field=where)
+        if not spec.disaggregated and ({"prefill", "decode"} & update.keys()):
+            raise InvalidInput("an aggregated model takes replicas, not prefill/decode", field=where)
+        return spec.model_copy(update=update)
+
+
+def _loc(err: dict[str, Any]) -> str:
+    out = ""
+    for part in err.get("loc", ()):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("int", "str", "function-after[_v_name()]") or "[" in str(part):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def parse_catalog(data: Any, source: str = "catalog") -> Catalog:
+    """Validate an already-parsed catalog document."""
+    if not isinstance(data, dict):
+        raise InvalidInput("the catalog must be a YAML mapping", source=source)
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        raise InvalidInput(msg, field=_loc(err), source=source) from None
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a catalog file (YAML); every problem is an InvalidInput naming the field."""
+    docs = load_yaml_documents(Path(path))
+    if len(docs) != 1:
+        raise InvalidInput(f"expected one YAML document, found {len(docs)}", source=str(path))
+    return parse_catalog(docs[0], source=str(path))
+

@@ -1,0 +1,1 @@
+"""Typed LWS/DS API (pydantic), CRD-schema and webhook validation, status predicates."""

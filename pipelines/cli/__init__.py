@@ -1,0 +1,79 @@
+"""`lwsflow` command line: thin wrappers over library functions.
+
+Errors: ``InvalidInput`` (and anything else the user caused) prints one line on stderr and exits 2;
+``OperationFailed`` prints one line and exits 1; nothing prints a traceback unless LWSFLOW_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer as typer_mod
+
+from controller.errors import ApiError, InvalidInput, LwsflowError, OperationFailed
+from pipelines.cli.app import app
+
+# Each area owns one module; importing it registers its commands on `app`.
+_COMMAND_MODULES = ("validate", "render", "gitops", "sim", "rollout", "smoke", "pipeline")
+
+
+def _register() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            importlib.import_module(f"pipelines.cli.{name}")
+        except ModuleNotFoundError as exc:  # an area not built yet must not break the others
+            if exc.name != f"pipelines.cli.{name}":
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `lwsflow` console script; returns the exit code."""
+    _register()
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except InvalidInput as exc:
+        return _fail(exc, 2)
+    except OperationFailed as exc:
+        return _fail(exc, 1)
+    except ApiError as exc:
+        return _fail(exc, 1)
+    except LwsflowError as exc:
+        return _fail(exc, 1)
+    except KeyboardInterrupt:
+        print("lwsflow: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # click usage errors and the unexpected alike: one line, never a traceback
+        from typer._click import exceptions as click_exc
+
+        if isinstance(exc, click_exc.NoArgsIsHelpError):
+            exc.show()
+            return 0
+        if isinstance(exc, typer_mod.Abort):
+            return 1
+        if isinstance(exc, typer_mod.Exit):
+            return int(exc.exit_code)
+        if isinstance(exc, click_exc.ClickException):
+            print(f"error: {exc.format_message()}", file=sys.stderr)
+            return 2
+        if os.environ.get("LWSFLOW_DEBUG"):
+            raise
+        print(f"error: internal: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def _fail(exc: Exception, code: int) -> int:
+    if os.environ.get("LWSFLOW_DEBUG"):
+        import traceback
+
+        traceback.print_exc()
+    print(f"error: {exc}", file=sys.stderr)
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
