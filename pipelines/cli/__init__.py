@@ -16,7 +16,7 @@ from controller.errors import ApiError, InvalidInput, LwsflowError, OperationFai
 from pipelines.cli.app import app
 
 # Each area owns one module; importing it registers its commands on `app`.
-_COMMAND_MODULES = ("validate", "render", "gitops", "sim", "rollout", "smoke", "pipeline")
+_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline")
 
 
 def _register() -> None:
