@@ -161,7 +161,7 @@ class Store:
         with self._lock:
             meta = obj.get("metadata", {})
             rtype = kinds.BY_KEY[key]
-            ns = (meta.get("namespace") or ("default" if rtype.namespaced else "")) if rtype.namespaced else ""
+            ns = (meta.get("namespace") or "default") if rtype.namespaced else ""
             name = meta.get("name", "")
             bucket = self._bucket(key)
             old = bucket.get((ns, name))
