@@ -1,0 +1,100 @@
+"""Building blocks shared by the LeaderWorkerSet and DisaggregatedSet models.
+
+Every model keeps the wire spelling (camelCase aliases) and unknown keys (``extra="allow"``), so a
+manifest survives ``model_validate`` -> ``model_dump(by_alias=True, exclude_unset=True)`` unchanged.
+Models are strict (no ``"2"`` -> 2 coercion): the API server would reject such input, and silently
+converting it would break the lossless round trip.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+IntOrString = int | str
+"""Kubernetes ``IntOrString`` (``x-kubernetes-int-or-string``): an integer or e.g. ``"25%"``."""
+
+_PERCENT = re.compile(r"^(\d+)%$")
+
+
+class ApiModel(BaseModel):
+    """Base of every API model: camelCase on the wire, snake_case in Python, nothing dropped."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="allow",
+        strict=True,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, only the fields that were set (lossless round trip)."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+class ObjectMeta(ApiModel):
+    """The parts of ``metadata`` lwsflow reads; everything else is kept as extra keys."""
+
+    name: str | None = Field(None, description="Object name (DNS-1035 label for LWS).")
+    generate_name: str | None = Field(None, description="Prefix for a server-generated name.")
+    namespace: str | None = Field(None, description="Namespace of the object.")
+    labels: dict[str, str] | None = Field(None, description="Labels.")
+    annotations: dict[str, str] | None = Field(None, description="Annotations.")
+    generation: int | None = Field(None, description="Spec generation, bumped by the API server.")
+    resource_version: str | None = Field(None, description="Opaque version for optimistic concurrency.")
+    uid: str | None = Field(None, description="Server-assigned unique id.")
+
+
+class TemplateMeta(ApiModel):
+    """``metadata`` of an embedded template (what the CRD allows there)."""
+
+    name: str | None = Field(None, description="Name (usually unused in templates).")
+    namespace: str | None = Field(None, description="Namespace (usually unused in templates).")
+    labels: dict[str, str] | None = Field(None, description="Labels stamped on created objects.")
+    annotations: dict[str, str] | None = Field(None, description="Annotations stamped on created objects.")
+    finalizers: list[str] | None = Field(None, description="Finalizers stamped on created objects.")
+
+
+class Condition(ApiModel):
+    """A ``metav1.Condition``."""
+
+    type: str = Field(description="Condition type, e.g. Available, Progressing, UpdateInProgress.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str | None = Field(None, description="CamelCase machine-readable reason.")
+    message: str | None = Field(None, description="Human-readable detail.")
+    last_transition_time: str | None = Field(None, description="RFC 3339 time of the last status flip.")
+    observed_generation: int | None = Field(
+        None, description="metadata.generation the condition was computed for.")
+
+
+def parse_percent(value: str) -> int | None:
+    """``"25%"`` -> 25; None when the string is not a plain non-negative percent."""
+    m = _PERCENT.match(value)
+    return int(m.group(1)) if m else None
+
+
+def resolve_int_or_percent(value: IntOrString | None, total: int, *, round_up: bool,
+                           default: int = 0) -> int:
+    """Resolve an IntOrString against ``total`` like ``intstr.GetScaledValueFromIntOrPercent``.
+
+    Percent values round up (maxSurge) or down (maxUnavailable); ints are returned as given.
+    Raises ValueError for a string that is not a percent (validation rejects those earlier).
+    """
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise ValueError(f"invalid int-or-percent {value!r}")
+    if isinstance(value, int):
+        return value
+    pct = parse_percent(value)
+    if pct is None:
+        if value.isdigit():  # intstr parses "3" as a percent-less string: an error upstream too
+            raise ValueError(f"invalid value {value!r}: a string must be a percent like '25%'")
+        raise ValueError(f"invalid value {value!r}: must be an integer or a percent like '25%'")
+    # integer arithmetic: float rounding would turn e.g. 29% of 100 into 28.999...
+    return -(-pct * total // 100) if round_up else pct * total // 100

@@ -1,0 +1,48 @@
+"""``parse``: a manifest dict to its typed LeaderWorkerSet / DisaggregatedSet model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller.api.ds import DisaggregatedSet
+from controller.api.labels import DS_API_VERSION, DS_KIND, LWS_API_VERSION, LWS_KIND
+from controller.api.lws import LeaderWorkerSet
+from controller.errors import InvalidInput
+
+ApiObject = LeaderWorkerSet | DisaggregatedSet
+
+
+def is_lws(obj: dict[str, Any]) -> bool:
+    return obj.get("apiVersion") == LWS_API_VERSION and obj.get("kind") == LWS_KIND
+
+
+def is_ds(obj: dict[str, Any]) -> bool:
+    return obj.get("apiVersion") == DS_API_VERSION and obj.get("kind") == DS_KIND
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse(obj: dict[str, Any]) -> ApiObject:
+    """The typed model of an LWS or DS manifest; InvalidInput naming the field otherwise.
+
+    Parsing checks types only; ``controller.api.validation.validate_object`` is the full check.
+    """
+    if is_lws(obj):
+        model: type[ApiObject] = LeaderWorkerSet
+    elif is_ds(obj):
+        model = DisaggregatedSet
+    else:
+        raise InvalidInput(f"not a LeaderWorkerSet or DisaggregatedSet: apiVersion "
+                           f"{obj.get('apiVersion')!r}, kind {obj.get('kind')!r}", field="kind")
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InvalidInput(err["msg"], field=_loc(tuple(err["loc"]))) from None

@@ -1,0 +1,202 @@
+"""Status predicates over LWS / DS dicts: the one place that decides "rolled out" and "stage done".
+
+Used by the rollout gate, the Argo CD health checks and smoke targeting. Pure functions over plain
+manifests (as read from the API server). Semantics: lws-semantics.md section c (conditions are only
+ever written True, flipped False in place, never removed; every counter includes surge groups) and
+section f (DS role statuses).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
+
+
+def _d(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _n(v: Any, default: int = 0) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def get_condition(obj: dict[str, Any], cond_type: str) -> dict[str, Any] | None:
+    """The ``status.conditions`` entry of ``cond_type``, or None."""
+    conditions = _d(obj.get("status")).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("type") == cond_type:
+            return cond
+    return None
+
+
+def condition_true(obj: dict[str, Any], cond_type: str, *, current: bool = False) -> bool:
+    """Whether the condition's status is "True" (its reason is never trusted: it goes stale on flip).
+
+    ``current=True`` also requires its observedGeneration to equal ``metadata.generation``.
+    """
+    cond = get_condition(obj, cond_type)
+    if cond is None or cond.get("status") != "True":
+        return False
+    return not current or cond.get("observedGeneration") == generation(obj)
+
+
+def generation(obj: dict[str, Any]) -> int | None:
+    g = _d(obj.get("metadata")).get("generation")
+    return g if isinstance(g, int) else None
+
+
+def observed_current(obj: dict[str, Any]) -> bool:
+    """``status.observedGeneration == metadata.generation`` (both present)."""
+    g = generation(obj)
+    return g is not None and _d(obj.get("status")).get("observedGeneration") == g
+
+
+def _spec_replicas(spec: dict[str, Any]) -> int:
+    return _n(spec.get("replicas"), 1)  # CRD default
+
+
+def _counts(obj: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(spec.replicas, status.replicas, readyReplicas, updatedReplicas)."""
+    st = _d(obj.get("status"))
+    return (_spec_replicas(_d(obj.get("spec"))), _n(st.get("replicas")), _n(st.get("readyReplicas")),
+            _n(st.get("updatedReplicas")))
+
+
+def spec_partition(obj: dict[str, Any]) -> int:
+    ruc = _d(_d(_d(obj.get("spec")).get("rolloutStrategy")).get("rollingUpdateConfiguration"))
+    return _n(ruc.get("partition"), 0)
+
+
+def lws_fully_rolled(obj: dict[str, Any]) -> bool:
+    """Every group on the current revision and ready, no surge left, all of it observed.
+
+    observedGeneration == generation, spec.replicas == status.replicas == readyReplicas ==
+    updatedReplicas, Available True for the current generation, UpdateInProgress not True.
+    ``updatedReplicas == spec.replicas`` alone is not enough: with surge it is reached while
+    low-ordinal groups are still old (R=4, S=2: groups 2-5 updated reads 4).
+    """
+    want, replicas, ready, updated = _counts(obj)
+    return (observed_current(obj) and want == replicas == ready == updated
+            and condition_true(obj, COND_AVAILABLE, current=True)
+            and not condition_true(obj, COND_UPDATE_IN_PROGRESS))
+
+
+def lws_stage_complete(obj: dict[str, Any], partition: int | None = None) -> bool:
+    """Whether the rollout stage with user partition ``partition`` (default: the spec's) is done.
+
+    lws-semantics.md section c, "Recommended completion predicate", made robust to surge groups:
+    the spec must carry that partition and be observed; Available True for this generation;
+    UpdateInProgress not True. For ``P == 0`` all four counts equal spec.replicas (no lingering
+    surge). For ``P > 0`` surge groups (``status.replicas - R``) inflate every counter, so require
+    updated >= (R - P) + surge and every created group ready (surge groups run the new template:
+    one that cannot become ready is a failed stage, not a finished one).
+    """
+    p = spec_partition(obj) if partition is None else partition
+    if spec_partition(obj) != p or not observed_current(obj):
+        return False
+    if not condition_true(obj, COND_AVAILABLE, current=True) or condition_true(obj, COND_UPDATE_IN_PROGRESS):
+        return False
+    want, replicas, ready, updated = _counts(obj)
+    if p == 0:
+        return want == replicas == ready == updated
+    surge = replicas - want
+    return surge >= 0 and ready == replicas and updated >= max(0, want - p) + surge
+
+
+def explain_lws(obj: dict[str, Any], partition: int | None = None) -> str:
+    """One line saying which counts / conditions keep the LWS (or its stage) from being done."""
+    want, replicas, ready, updated = _counts(obj)
+    p = spec_partition(obj) if partition is None else partition
+    problems: list[str] = []
+    if spec_partition(obj) != p:
+        problems.append(f"spec partition {spec_partition(obj)} != stage partition {p}")
+    if not observed_current(obj):
+        problems.append(f"observedGeneration {_d(obj.get('status')).get('observedGeneration')} != "
+                        f"generation {generation(obj)}")
+    surge = max(0, replicas - want)
+    want_updated = want if p == 0 else max(0, want - p) + surge
+    if p == 0 and replicas != want:
+        problems.append(f"status.replicas {replicas} != spec.replicas {want}"
+                        + (f" ({replicas - want} surge groups left)" if replicas > want else ""))
+    if ready != replicas or ready < want:
+        problems.append(f"readyReplicas {ready} of {max(replicas, want)}")
+    if updated < want_updated or (p == 0 and updated != want):
+        problems.append(f"updatedReplicas {updated}, want {want_updated}")
+    if not condition_true(obj, COND_AVAILABLE, current=True):
+        cond = get_condition(obj, COND_AVAILABLE)
+        state = "missing" if cond is None else (
+            f"status {cond.get('status')}" if cond.get("status") != "True"
+            else f"stale (observedGeneration {cond.get('observedGeneration')})")
+        problems.append(f"Available {state}")
+    if condition_true(obj, COND_UPDATE_IN_PROGRESS):
+        problems.append("UpdateInProgress True")
+    return "; ".join(problems) if problems else "done"
+
+
+def _list(v: Any) -> list[dict[str, Any]]:
+    """The named entries of a list-map (roles, roleStatuses); anything malformed is ignored."""
+    if not isinstance(v, list):
+        return []
+    return [x for x in v if isinstance(x, dict) and isinstance(x.get("name"), str)]
+
+
+def _role_statuses(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in _list(_d(obj.get("status")).get("roleStatuses"))}
+
+
+def ds_roles_ready(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> dict[str, bool]:
+    """Per spec role: desired*slices == replicas == readyReplicas == updatedReplicas in roleStatuses.
+
+    ``desired`` is the role's spec.replicas (default 1); for External roles it is the role scaler's
+    spec.replicas, passed in ``external_replicas`` (without it an External role is never ready,
+    as upstream treats one without a scaler).
+    """
+    spec = _d(obj.get("spec"))
+    slices = _n(spec.get("slices"), 1)
+    by_name = _role_statuses(obj)
+    out: dict[str, bool] = {}
+    for role in _list(spec.get("roles")):
+        name = role["name"]
+        if _d(role.get("scaling")).get("mode") == "External":
+            desired = (external_replicas or {}).get(name)
+        else:
+            desired = _spec_replicas(_d(role.get("spec")))
+        st = by_name.get(name)
+        out[name] = desired is not None and st is not None and (
+            desired * slices == _n(st.get("replicas")) == _n(st.get("readyReplicas"))
+            == _n(st.get("updatedReplicas")))
+    return out
+
+
+def ds_fully_rolled(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> bool:
+    """Observed, every role ready (``ds_roles_ready``) and Available True for this generation."""
+    roles = ds_roles_ready(obj, external_replicas)
+    return (observed_current(obj) and bool(roles) and all(roles.values())
+            and condition_true(obj, COND_AVAILABLE, current=True))
+
+
+def explain_ds(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> str:
+    """One line naming the roles whose counts differ, or "done"."""
+    problems: list[str] = []
+    if not observed_current(obj):
+        problems.append(f"observedGeneration {_d(obj.get('status')).get('observedGeneration')} != "
+                        f"generation {generation(obj)}")
+    by_name = _role_statuses(obj)
+    spec = _d(obj.get("spec"))
+    slices = _n(spec.get("slices"), 1)
+    desired = {r.get("name"): (external_replicas or {}).get(r.get("name"))
+               if _d(r.get("scaling")).get("mode") == "External" else _spec_replicas(_d(r.get("spec")))
+               for r in _list(spec.get("roles"))}
+    for name, ok in ds_roles_ready(obj, external_replicas).items():
+        if ok:
+            continue
+        st = by_name.get(name)
+        want = "unknown (External role without scaler replicas)" if desired.get(name) is None \
+            else str(desired[name] * slices)
+        problems.append(f"role {name}: " + ("no roleStatus" if st is None else
+                        f"replicas/ready/updated {_n(st.get('replicas'))}/{_n(st.get('readyReplicas'))}/"
+                        f"{_n(st.get('updatedReplicas'))} (want {want})"))
+    if not condition_true(obj, COND_AVAILABLE, current=True):
+        problems.append("Available not True for this generation")
+    return "; ".join(problems) if problems else "done"

@@ -1,0 +1,55 @@
+"""Package the upstream LWS/DS CRD schemas into ``controller/api/crds/<plural>.json.gz``.
+
+Usage: ``.venv/bin/python scripts/pack_crds.py [--check]``. Reads
+``shared/reference/lws/crds/config__crd__bases__*.yaml`` (see ``controller.api.paths.shared_dir``);
+``--check`` exits 1 when a packaged file differs from a fresh extraction instead of writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.api.crd import CRD_SOURCES, PACKAGE_DIR, encode_packed, extract_crd_file
+from controller.api.paths import lws_reference_dir
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; packaged data must be world-readable
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
+    args = ap.parse_args(argv)
+    src_dir = lws_reference_dir() / "crds"
+    drift = 0
+    for plural, name in CRD_SOURCES.items():
+        src = src_dir / name
+        if not src.is_file():
+            print(f"error: {src}: no such file", file=sys.stderr)
+            return 2
+        data = encode_packed(extract_crd_file(src))
+        dest = PACKAGE_DIR / f"{plural}.json.gz"
+        same = dest.is_file() and dest.read_bytes() == data
+        if args.check:
+            if not same:
+                print(f"{dest}: differs from {src}", file=sys.stderr)
+                drift += 1
+        elif not same:
+            _write_atomic(dest, data)
+            print(f"wrote {dest} ({len(data)} bytes)")
+    return 1 if drift else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""The packaged CRD schemas equal a fresh extraction from ../shared and carry what the server needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from controller.api import crd
+from controller.api.paths import lws_reference_dir, repo_root
+from controller.api.schema_check import CEL_RULES, cel_sites
+
+
+@pytest.mark.parametrize("plural", sorted(crd.CRD_SOURCES))
+def test_packaged_copy_equals_fresh_extraction(plural: str) -> None:
+    fresh = crd.extract_crd_file(lws_reference_dir() / "crds" / crd.CRD_SOURCES[plural])
+    assert crd.packed(plural) == fresh
+    # byte-identical too, so scripts/pack_crds.py --check and a re-pack never produce a diff
+    assert (crd.PACKAGE_DIR / f"{plural}.json.gz").read_bytes() == crd.encode_packed(fresh)
+
+
+def test_lws_identity_subresources_and_columns() -> None:
+    info = crd.crd_info("leaderworkersets")
+    assert (info.api_version, info.kind, info.short_names) == ("leaderworkerset.x-k8s.io/v1",
+                                                              "LeaderWorkerSet", ("lws",))
+    assert info.subresources["scale"] == {"labelSelectorPath": ".status.hpaPodSelector",
+                                          "specReplicasPath": ".spec.replicas",
+                                          "statusReplicasPath": ".status.replicas"}
+    assert [c["name"] for c in info.printer_columns] == ["Ready", "Desired", "Up-to-date", "Age"]
+    assert "leaderWorkerTemplate" in info.schema["properties"]["spec"]["properties"]
+
+
+def test_ds_has_status_but_no_scale_and_no_columns() -> None:
+    info = crd.crd_info("disaggregatedsets")
+    assert info.subresources == {"status": {}}
+    assert info.printer_columns == ()
+    assert crd.crd_info("disaggregatedsetrolescalers").subresources["scale"]["labelSelectorPath"] == \
+        ".status.selector"
+
+
+def test_object_lookup() -> None:
+    assert crd.crd_for_object({"apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet"})
+    assert crd.crd_for_object({"apiVersion": "leaderworkerset.x-k8s.io/v1alpha1",
+                               "kind": "LeaderWorkerSet"}) is None
+    assert crd.crd_for_object({"apiVersion": "v1", "kind": "Service"}) is None
+    with pytest.raises(KeyError):
+        crd.packed("pods")
+
+
+@pytest.mark.parametrize("plural", sorted(crd.CRD_SOURCES))
+def test_every_cel_rule_is_implemented(plural: str) -> None:
+    # an upstream bump that adds a CEL rule must fail here rather than be silently skipped
+    for _, rule in cel_sites(plural):
+        assert rule["rule"] in CEL_RULES
+    if plural == "disaggregatedsets":
+        assert len(cel_sites(plural)) == 1
+
+
+def test_pack_script_check_mode_reports_no_drift() -> None:
+    proc = subprocess.run([sys.executable, str(repo_root() / "scripts" / "pack_crds.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
