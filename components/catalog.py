@@ -162,15 +162,42 @@ class ModelCache(_Strict):
     storageClassName: str | None = None
 
 
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+# A literal value under a name like these would land in git and in `kubectl get -o yaml`:
+# such names must come from a Secret (secretKeyRef), never from the catalog.
+SECRET_LIKE = re.compile(r"TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL", re.IGNORECASE)
+_NOT_SECRET = re.compile(r"TOKENIZER", re.IGNORECASE)  # TOKENIZERS_PARALLELISM and friends
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an env var name suggests a secret value (``HF_TOKEN``, ``OPENAI_API_KEY``, ...)."""
+    return bool(SECRET_LIKE.search(_NOT_SECRET.sub("", name)))
+RESERVED_ENV_PREFIX = "LWS_"  # injected by the LWS pod webhook, which drops user entries of the same name
+
+
 class EnvVar(_Strict):
+    """An extra container env entry: a plain non-secret ``value`` or a ``secretKeyRef``."""
+
     name: str
     value: str | None = None
     secretKeyRef: SecretRef | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not ENV_NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid environment variable name")
+        if v.upper().startswith(RESERVED_ENV_PREFIX):
+            raise ValueError(f"{v!r} is set by LeaderWorkerSet itself (names starting with "
+                             f"{RESERVED_ENV_PREFIX} are reserved)")
+        return v
 
     @model_validator(mode="after")
     def _one(self) -> EnvVar:
         if (self.value is None) == (self.secretKeyRef is None):
             raise ValueError("set exactly one of value or secretKeyRef")
+        if self.value is not None and looks_secret(self.name):
+            raise ValueError(f"{self.name!r} looks like a secret: use secretKeyRef, not a literal value")
         return self
 
 
@@ -213,6 +240,18 @@ class ModelSpec(_Strict):
             raise ValueError("set either replicas (aggregated) or prefill/decode (disaggregated), not both")
         if not disagg and self.replicas is None:
             raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
+        if disagg and self.autoscaling is not None:
+            # An HPA scales one scale subresource; P/D roles need coordinated, per-role scaling.
+            raise ValueError("autoscaling is supported for aggregated models only")
+        a, n = self.autoscaling, self.replicas
+        if a is not None and n is not None and not a.minReplicas <= n <= a.maxReplicas:
+            # the HPA would move replicas at once and the GitOps sync would move them back
+            raise ValueError(f"replicas {self.replicas} lies outside autoscaling "
+                             f"{a.minReplicas}..{a.maxReplicas}")
+        names = [e.name for e in self.env] + (["HF_TOKEN"] if self.hfTokenSecret else [])
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"env: {dup[0]!r} is set more than once (hfTokenSecret sets HF_TOKEN)")
         return self
 
     @property
@@ -221,7 +260,10 @@ class ModelSpec(_Strict):
 
 
 class ModelOverride(_Strict):
-    """Per-environment changes to one model; only replicas-like and rollout settings may differ."""
+    """Per-environment changes to one model: replicas (or role replicas) and rollout settings.
+
+    Only the keys written here change; everything else comes from the model (``for_environment``).
+    """
 
     replicas: int | None = Field(default=None, ge=0, le=1_000_000)
     prefill: RoleSpec | None = None
@@ -270,10 +312,23 @@ class Catalog(_Strict):
                     where = f"models[{m.name}]" + (f".{role}" if role else "")
                     raise ValueError(f"{where}.nodePool: unknown node pool {pool!r} "
                                      f"(known: {', '.join(sorted(pools))})")
+        by_name = {m.name: m for m in self.models}
         for e in self.environments:
-            for name in e.overrides:
+            for name, ov in e.overrides.items():
                 if name not in models:
                     raise ValueError(f"environments[{e.name}].overrides: unknown model {name!r}")
+                # checked here too (not only when rendering the environment) so a bad override fails
+                # at load time
+                where = f"environments[{e.name}].overrides.{name}"
+                if by_name[name].disaggregated and ov.replicas is not None:
+                    raise ValueError(f"{where}.replicas: a disaggregated model takes prefill/decode, "
+                                     f"not replicas")
+                if not by_name[name].disaggregated and (ov.prefill or ov.decode):
+                    raise ValueError(f"{where}: an aggregated model takes replicas, not prefill/decode")
+                for role in ("prefill", "decode"):
+                    pool = getattr(getattr(ov, role), "nodePool", None)
+                    if pool is not None and pool not in pools:
+                        raise ValueError(f"{where}.{role}.nodePool: unknown node pool {pool!r}")
         return self
 
     def pool(self, name: str) -> NodePool:
@@ -305,18 +360,37 @@ class Catalog(_Strict):
             raise InvalidInput("a disaggregated model takes prefill/decode, not replicas", field=where)
         if not spec.disaggregated and ({"prefill", "decode"} & update.keys()):
             raise InvalidInput("an aggregated model takes replicas, not prefill/decode", field=where)
+        for key in ("prefill", "decode", "rollout"):
+            if key in update:
+                # An override changes only the keys it sets: a role keeps its nodePool and maxModelLen
+                # (so it is sized alike everywhere), a rollout its budgets when only stages change.
+                base, ovr = getattr(spec, key), update[key]
+                update[key] = base.model_copy(update={k: getattr(ovr, k) for k in ovr.model_fields_set})
         return spec.model_copy(update=update)
 
 
-def _loc(err: dict[str, Any]) -> str:
+_NAMED_LISTS = ("nodePools", "models", "environments", "env")
+_PATH_PREFIX = re.compile(r"^([A-Za-z][\w.\-]*(\[[^\]]+\])?[\w.\-\[\]]*): (.+)$", re.DOTALL)
+
+
+def _loc(err: dict[str, Any], data: Any = None) -> str:
+    """The error's field path; items of the named lists are spelled by name (``models[llama-8b]``)."""
     out = ""
+    parent: Any = None
+    node: Any = data
     for part in err.get("loc", ()):
         if isinstance(part, int):
-            out += f"[{part}]"
+            item = node[part] if isinstance(node, list) and part < len(node) else None
+            name = item.get("name") if isinstance(item, dict) else None
+            named = parent in _NAMED_LISTS and isinstance(name, str) and name
+            out += f"[{name}]" if named else f"[{part}]"
+            node, parent = item, None
         elif part in ("int", "str", "function-after[_v_name()]") or "[" in str(part):
-            continue
+            continue  # union-member and validator tags, not fields
         else:
             out += ("." if out else "") + str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+            parent = part
     return out
 
 
@@ -329,7 +403,12 @@ def parse_catalog(data: Any, source: str = "catalog") -> Catalog:
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        raise InvalidInput(msg, field=_loc(err), source=source) from None
+        where = _loc(err, data)
+        if not where:  # cross-reference checks put the path in front of the message
+            m = _PATH_PREFIX.match(msg)
+            if m:
+                where, msg = m.group(1), m.group(3)
+        raise InvalidInput(msg, field=where, source=source) from None
 
 
 def load_catalog(path: str | Path) -> Catalog:

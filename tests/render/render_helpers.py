@@ -1,0 +1,46 @@
+"""Catalog builders for the render tests (a module of its own so test files can import it)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from components.catalog import Catalog, parse_catalog
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CATALOG = REPO / "examples" / "catalog.yaml"
+
+H100 = {"name": "h100x8", "gpu": "nvidia-h100-80gb", "gpuMemoryGiB": 80, "gpusPerNode": 8, "nodes": 16,
+        "topologyKey": "cloud.google.com/gce-topology-block"}
+LLAMA_405B = {"name": "llama-405b", "model": "meta-llama/Llama-3.1-405B-Instruct", "parametersB": 405,
+              "dtype": "bf16",
+              "architecture": {"layers": 126, "attentionHeads": 128, "kvHeads": 8, "headDim": 128},
+              "maxModelLen": 8192, "engine": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+              "nodePool": "h100x8", "replicas": 2}
+LLAMA_70B = {"name": "llama-70b", "model": "meta-llama/Llama-3.1-70B-Instruct", "parametersB": 70.6,
+             "architecture": {"layers": 80, "attentionHeads": 64, "kvHeads": 8, "headDim": 128},
+             "image": "vllm/vllm-openai:v0.11.0", "nodePool": "h100x8", "replicas": 2}
+LLAMA_8B = {"name": "llama-8b", "model": "meta-llama/Llama-3.1-8B-Instruct", "parametersB": 8.03,
+            "architecture": {"layers": 32, "attentionHeads": 32, "kvHeads": 8, "headDim": 128},
+            "image": "vllm/vllm-openai:v0.11.0", "nodePool": "h100x8", "replicas": 3}
+
+
+def catalog_doc(*models: dict[str, Any], pools: list[dict[str, Any]] | None = None,
+                **top: Any) -> dict[str, Any]:
+    """A catalog document (deep-copied, so tests may mutate it) with the H100 pool by default."""
+    doc: dict[str, Any] = {"namespace": "llm", "nodePools": copy.deepcopy(pools or [H100]),
+                           "models": copy.deepcopy(list(models) or [LLAMA_405B])}
+    doc.update(copy.deepcopy(top))
+    return doc
+
+
+def build(*models: dict[str, Any], pools: list[dict[str, Any]] | None = None, **top: Any) -> Catalog:
+    return parse_catalog(catalog_doc(*models, pools=pools, **top))
+
+
+def model(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of ``base`` with top-level keys changed."""
+    out = copy.deepcopy(base)
+    out.update(copy.deepcopy(changes))
+    return out
