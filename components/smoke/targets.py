@@ -1,0 +1,161 @@
+"""Find what to smoke-test in the cluster: leader pods of an LWS, a P/D pair of LWS, or a DS.
+
+- ``lws/NAME``: the leader pods (``worker-index: "0"``) of LeaderWorkerSet NAME.
+- ``pair/NAME``: both LWS labelled ``lwsflow.io/pd-pair=NAME``; their role from ``lwsflow.io/role``.
+- ``ds/NAME``: the child LWS of DisaggregatedSet NAME (``disaggregatedset.x-k8s.io/name``), one per
+  role (``/role``) and revision (``/revision``); prefill and decode are paired within a revision.
+
+With ``revision_only`` only pods of the newest template revision count (the leader StatefulSet's
+``template-revision-hash`` label, as the LWS controller writes it; else the newest leader's). Each
+leader's URL is ``http://<podIP>:<port>`` with the port from the ``lwsflow.io/serving-port``
+annotation (default 8000) and the model from ``lwsflow.io/served-model``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.api import labels
+from controller.errors import ApiError, NotFound
+from controller.kube import resources
+from controller.kube.client import Kube
+
+STS = resources.Resource("apps", "v1", "statefulsets")
+DEFAULT_PORT = 8000
+
+
+@dataclass
+class Group:
+    """One LWS under test: the object, the pods of the checked groups, and their leaders' endpoints."""
+
+    target: str
+    lws: dict
+    role: str
+    pods: list[dict]
+    revision: str = ""
+    group_indexes: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Discovery:
+    """What discovery found, plus problems (each becomes a failed ``discover`` check)."""
+
+    groups: list[Group] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (target, problem)
+
+
+class ClusterTargets:
+    """Reads LWS, pods, StatefulSets and nodes through ``controller.kube`` with bounded timeouts."""
+
+    def __init__(self, kube: Kube, namespace: str, timeout_s: float) -> None:
+        self.kube, self.ns, self.timeout = kube, namespace, timeout_s
+
+    def _get(self, path: str, query: dict | None = None) -> dict:
+        return self.kube.request("GET", path, query=query, timeout=self.timeout)
+
+    def _list(self, res: resources.Resource, selector: str) -> list[dict]:
+        return list(self._get(res.path(self.ns), {"labelSelector": selector}).get("items") or [])
+
+    def node(self, name: str) -> dict | None:
+        try:
+            return self._get(resources.NODE.path(None, name))
+        except NotFound:
+            return None
+
+    def discover(self, targets: list[str], revision_only: bool) -> Discovery:
+        out = Discovery()
+        for t in targets:
+            kind, _, name = t.partition("/")
+            try:
+                if kind == "lws":
+                    lws_list = [self._get(resources.LWS.path(self.ns, name))]
+                elif kind == "pair":
+                    lws_list = self._list(resources.LWS, f"{labels.PD_PAIR}={name}")
+                else:
+                    lws_list = self._list(resources.LWS, f"{labels.DS_NAME}={name}")
+                    if revision_only:
+                        lws_list = _newest_ds_revision(lws_list)
+            except ApiError as exc:
+                out.problems.append((t, f"cannot read {t} in {self.ns}: {exc}"))
+                continue
+            if not lws_list:
+                out.problems.append((t, f"no LeaderWorkerSet found for {t} in namespace {self.ns}"))
+                continue
+            for lws in lws_list:
+                try:
+                    out.groups.append(self._group(t, lws, revision_only))
+                except ApiError as exc:
+                    out.problems.append((t, f"cannot list pods of {lws['metadata']['name']}: {exc}"))
+        return out
+
+    def _group(self, target: str, lws: dict, revision_only: bool) -> Group:
+        name = lws["metadata"]["name"]
+        pods = self._list(resources.POD, f"{labels.NAME}={name}")
+        revision = self._newest_revision(lws, pods) if revision_only else ""
+        leaders = [p for p in pods if label_of(p, labels.WORKER_INDEX) == "0"
+                   and (not revision or label_of(p, labels.TEMPLATE_REVISION_HASH) == revision)]
+        groups = {label_of(p, labels.GROUP_INDEX) for p in leaders}
+        role = (label_of(lws, labels.DS_ROLE) or label_of(lws, labels.ROLE)
+                or _tpl_labels(lws).get(labels.ROLE) or "aggregated")
+        return Group(target=f"{target}:{name}" if target.split("/", 1)[1] != name else target, lws=lws,
+                     role=role, pods=pods, revision=revision, group_indexes=groups)
+
+    def _newest_revision(self, lws: dict, pods: list[dict]) -> str:
+        try:
+            sts = self._get(STS.path(self.ns, lws["metadata"]["name"]))
+            if h := label_of(sts, labels.TEMPLATE_REVISION_HASH):
+                return h
+        except ApiError:
+            pass  # no StatefulSet view (or not allowed): fall back to the pods
+        if h := label_of(lws, labels.TEMPLATE_REVISION_HASH):
+            return h
+        leaders = sorted((p for p in pods if label_of(p, labels.WORKER_INDEX) == "0"),
+                         key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        return label_of(leaders[-1], labels.TEMPLATE_REVISION_HASH) if leaders else ""
+
+
+def label_of(obj: dict, key: str) -> str:
+    """A label of an object, "" when absent."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(key, "")
+
+
+def _tpl_labels(lws: dict) -> dict:
+    lwt = lws.get("spec", {}).get("leaderWorkerTemplate", {})
+    tpl = lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
+    return (tpl.get("metadata") or {}).get("labels") or {}
+
+
+def _tpl_annotations(lws: dict) -> dict:
+    lwt = lws.get("spec", {}).get("leaderWorkerTemplate", {})
+    tpl = lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
+    return (tpl.get("metadata") or {}).get("annotations") or {}
+
+
+def _newest_ds_revision(lws_list: list[dict]) -> list[dict]:
+    """Child LWS of the DS revision created last (prefill and decode of one revision go together)."""
+    if not lws_list:
+        return []
+    newest = max(lws_list, key=lambda o: o["metadata"].get("creationTimestamp", ""))
+    rev = label_of(newest, labels.DS_REVISION)
+    return [o for o in lws_list if label_of(o, labels.DS_REVISION) == rev]
+
+
+def leader_url(pod: dict, lws: dict) -> str | None:
+    """``http://podIP:port`` of a leader pod, or None while it has no IP."""
+    ip = (pod.get("status") or {}).get("podIP")
+    if not ip:
+        return None
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    port = ann.get(labels.SERVING_PORT) or _tpl_annotations(lws).get(labels.SERVING_PORT) or DEFAULT_PORT
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"http://{host}:{int(port)}"
+
+
+def served_model(pod: dict, lws: dict) -> str | None:
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    return (ann.get(labels.SERVED_MODEL) or _tpl_annotations(lws).get(labels.SERVED_MODEL)
+            or label_of(pod, labels.MODEL) or None)
+
+
+def ds_revision(group: Group) -> str:
+    return label_of(group.lws, labels.DS_REVISION)

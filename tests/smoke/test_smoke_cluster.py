@@ -1,0 +1,204 @@
+"""Smoke against the embedded cluster over HTTP: targets found through the official client, real
+engines on the leader pods' loopback IPs (EnginePodHook), placement read from pods and nodes."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from smoke_helpers import MODEL, by_name, failed_names, fast_config
+
+from components.smoke import run_smoke
+from controller.api import labels as L
+from controller.kube.client import Kube
+from controller.kube.resources import DS, LWS
+from controller.sim.apiserver import ApiServer
+from controller.sim.cluster import Cluster
+from controller.sim.config import ClusterConfig, PoolConfig, Timings
+from controller.sim.engine import ENGINE_MODE_ANNOTATION, EnginePodHook
+from controller.sim.kubeconfig import write_kubeconfig
+
+TOPO = "cloud.google.com/gce-topology-block"
+TOKEN = "smoke-test-token"
+
+
+class Sim:
+    def __init__(self, tmp: Path) -> None:
+        self.cluster = Cluster(ClusterConfig(
+            pools=[PoolConfig(name="h100", count=4, gpus_per_node=8, gpu_product="NVIDIA-H100",
+                              topology_key=TOPO, topology_domains=2),
+                   PoolConfig(name="a100", count=2, gpus_per_node=8, gpu_product="NVIDIA-A100")],
+            timings=Timings(pull_gbps=100.0, image_gb=0.1, container_start_s=1.0, weight_gb=0.0)))
+        # Pod IPs (127.1.x.y) repeat in every embedded cluster; other test processes may run one at the
+        # same moment, so each test serves on its own random port and the side channel on an ephemeral one.
+        self.port = random.randint(20_000, 60_000)
+        self.hook = EnginePodHook(side_channel_port=0)
+        self.cluster.pod_hooks.append(self.hook)
+        self.server = ApiServer(self.cluster.store, token=TOKEN, clock=self.cluster.now, speed=100.0)
+        self.server.start()
+        self.cluster.start_realtime(100.0)
+        self.kubeconfig = self.server.write_kubeconfig(tmp / "kubeconfig")
+        self.kube = Kube.connect(str(self.kubeconfig))
+
+    def create(self, obj: dict) -> None:
+        tpl = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        tpl["metadata"]["annotations"][L.SERVING_PORT] = str(self.port)
+        self.kube.create(LWS, "default", obj)
+
+    def wait_engines(self, n: int) -> None:
+        _wait(lambda: len(self.hook.engines) >= n)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.cluster.stop()
+        self.hook.close()
+        self.kube.api.close()
+
+
+def _wait(pred: Any, timeout_wall: float = 20.0) -> None:
+    end = time.monotonic() + timeout_wall
+    while not pred():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[Sim]:
+    s = Sim(tmp_path)
+    yield s
+    s.close()
+
+
+def lws(name: str, *, pool: str = "h100", product: str = "NVIDIA-H100", role: str = "aggregated",
+        labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+        replicas: int = 2, exclusive: bool = True) -> dict:
+    tpl_ann = {"sim.lwsflow.io/load-seconds": "2", L.SERVED_MODEL: MODEL,
+               **(annotations or {})}
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": {L.ROLE: role, **(labels or {})}}
+    if exclusive:
+        meta["annotations"] = {L.EXCLUSIVE_TOPOLOGY: TOPO}
+    return {
+        "apiVersion": L.LWS_API_VERSION, "kind": L.LWS_KIND, "metadata": meta,
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+            "metadata": {"labels": {L.ROLE: role}, "annotations": tpl_ann},
+            "spec": {"nodeSelector": {L.NODE_POOL: pool, L.GPU_PRODUCT: product},
+                     "containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
+                                     "resources": {"limits": {L.GPU_RESOURCE: 8}}}]}}}},
+    }
+
+
+def test_lws_target_passes_every_check(sim: Sim):
+    sim.create(lws("llm"))
+    sim.wait_engines(2)
+    report = run_smoke(fast_config(targets=["lws/llm"], kubeconfig=str(sim.kubeconfig), model=None,
+                                   request_timeout_s=3.0, gpu_product="NVIDIA-H100", gpus_per_pod=8))
+    assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
+    checks = by_name(report)
+    assert checks["discover"][0].detail.startswith("2 leader(s)")
+    assert checks["placement"][0].passed and "4 pod(s) in 2 group(s)" in checks["placement"][0].detail
+    urls = {c.target for c in checks["health"]}
+    assert len(urls) == 2 and all("pod llm-" in u for u in urls)
+    assert all(h.host.startswith("127.1.") for h in sim.hook.engines.values())  # pod IPs, not 127.0.0.1
+
+
+def test_placement_on_the_wrong_pool_fails(sim: Sim):
+    """The release's template points at the A100 pool; the catalog expects H100: only placement fails."""
+    sim.create(lws("misplaced", pool="a100", product="NVIDIA-A100", replicas=1, exclusive=False))
+    sim.wait_engines(1)
+    report = run_smoke(fast_config(targets=["lws/misplaced"], kubeconfig=str(sim.kubeconfig),
+                                   request_timeout_s=3.0, gpu_product="NVIDIA-H100"))
+    assert failed_names(report) == {"placement"}
+    detail = by_name(report)["placement"][0].detail
+    assert "nvidia.com/gpu.product='NVIDIA-A100', expected 'NVIDIA-H100'" in detail
+
+
+def test_pd_pair_through_cluster_and_bad_release(sim: Sim):
+    """A P/D pair found by label; a decode release with a broken KV path fails the hand-off."""
+    pair = {L.PD_PAIR: "chat"}
+    sim.create(lws("chat-prefill", role="prefill", labels=pair, replicas=1, exclusive=False))
+    sim.create(lws("chat-decode", role="decode", labels=pair, replicas=1, exclusive=False,
+                   annotations={ENGINE_MODE_ANNOTATION: "kv-recompute"}))
+    sim.wait_engines(2)
+    cfg = fast_config(targets=["pair/chat"], kubeconfig=str(sim.kubeconfig), request_timeout_s=3.0)
+    report = run_smoke(cfg)
+    assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
+    assert {c.name for c in report.checks} >= {"pd-prefill", "pd-decode", "pd-metrics", "placement"}
+    # Now the prefill side channel breaks (a bad prefill release): the decode silently recomputes.
+    prefill = next(h for h in sim.hook.engines.values() if h.role == "prefill")
+    prefill.engine.set_modes("broken-handoff")
+    report = run_smoke(cfg)
+    assert failed_names(report) == {"pd-metrics"}
+
+
+def test_unknown_target_and_no_pods_are_failed_discover_checks(sim: Sim):
+    report = run_smoke(fast_config(targets=["lws/nothing", "pair/none"], kubeconfig=str(sim.kubeconfig)))
+    assert not report.passed
+    assert [c.name for c in report.checks] == ["discover", "discover"]
+    assert "not found" in report.checks[0].detail.lower()
+
+
+def test_bad_image_tag_misbehaves_for_real(sim: Sim):
+    bad = lws("bad", replicas=1, exclusive=False)
+    bad["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "vllm:v2-bad"
+    sim.create(bad)
+    sim.wait_engines(1)
+    report = run_smoke(fast_config(targets=["lws/bad"], kubeconfig=str(sim.kubeconfig)))
+    assert failed_names(report) == {"completions", "chat", "completions-stream", "chat-stream"}
+    assert "HTTP 500" in by_name(report)["completions"][0].detail
+
+
+def test_revision_only_checks_the_new_revision(sim: Sim):
+    obj = lws("rev", replicas=2, exclusive=False)
+    obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate",
+                                      "rollingUpdateConfiguration": {"partition": 1, "maxUnavailable": 1}}
+    sim.create(obj)
+    sim.wait_engines(2)
+    live = sim.kube.get(LWS, "default", "rev")
+    tpl = live["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    tpl["metadata"]["annotations"][ENGINE_MODE_ANNOTATION] = "status500:chat"  # the new release is bad
+    sim.kube.request("PUT", LWS.path("default", "rev"), body=live)
+    # the rolled group's leader is recreated under the same name; wait for its engine with the new mode
+    _wait(lambda: any(h.engine.faults.items for h in sim.hook.engines.values()))
+    cfg = dict(targets=["lws/rev"], kubeconfig=str(sim.kubeconfig), placement=False)
+    new_only = run_smoke(fast_config(revision_only=True, **cfg))
+    assert [c.target for c in new_only.checks if c.name == "health"] == ["lws/rev pod rev-1"]
+    assert failed_names(new_only) == {"chat"}
+    everything = run_smoke(fast_config(**cfg))
+    assert sorted(c.target for c in everything.checks if c.name == "health") == [
+        "lws/rev pod rev-0", "lws/rev pod rev-1"]
+
+
+def test_ds_target_pairs_prefill_and_decode_of_one_revision(sim: Sim):
+    roles = []
+    for role in ("prefill", "decode"):
+        spec = lws(f"x-{role}", replicas=1, exclusive=False)["spec"]
+        tpl = spec["leaderWorkerTemplate"]["workerTemplate"]
+        del tpl["metadata"]["labels"][L.ROLE]  # DS pods carry only the DS role label
+        tpl["metadata"]["annotations"][L.SERVING_PORT] = str(sim.port)
+        roles.append({"name": role, "spec": spec})
+    sim.kube.create(DS, "default", {"apiVersion": L.DS_API_VERSION, "kind": L.DS_KIND,
+                                    "metadata": {"name": "svc", "namespace": "default"},
+                                    "spec": {"roles": roles}})
+    sim.wait_engines(2)
+    assert sorted(h.role for h in sim.hook.engines.values()) == ["decode", "prefill"]
+    report = run_smoke(fast_config(targets=["ds/svc"], kubeconfig=str(sim.kubeconfig), revision_only=True,
+                                   request_timeout_s=3.0))
+    assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
+    handoff = by_name(report)["pd-decode"]
+    assert len(handoff) == 1 and handoff[0].target.startswith("ds/svc ")
+
+
+def test_unreachable_cluster_is_a_bounded_failed_discover_check(tmp_path: Path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{port}", None)
+    t0 = time.monotonic()
+    report = run_smoke(fast_config(targets=["lws/x"], kubeconfig=str(kc)))
+    assert [c.name for c in report.failed()] == ["discover"] and time.monotonic() - t0 < 5
+    assert "connection failed" in report.checks[0].detail
