@@ -1,0 +1,1 @@
+"""Argo CD health checks (Lua) for LeaderWorkerSet and DisaggregatedSet, shipped as package data."""

@@ -1,0 +1,324 @@
+"""Image pins and promotion as git commits: ``set_image`` (a fresh build into an environment) and
+``promote`` (one environment's pin into the next).
+
+Both follow one protocol, so a failure anywhere leaves the repository as it was:
+
+1. refuse a path that is not a git work tree, a dirty tree (tracked or untracked changes), an
+   unknown model or environment, a malformed digest, a source overlay that does not build;
+2. compute the target overlay's new ``kustomization.yaml`` and build + validate it in a scratch
+   copy of the two folders it reads (``base/<model>`` and ``<env>/<model>``);
+3. only then replace the file (atomically) and make exactly one commit naming model, digest, source
+   and target;
+4. with ``push``: push to the branch's upstream; a rejected push (someone else pushed first) is
+   fetched, rebased, re-validated and retried a bounded number of times; never forced. A rebase
+   conflict (both changed the same overlay) is aborted and reported, leaving the local commit for a
+   person to look at.
+
+Promotion carries only what should travel between environments: the digest pin (``images:``
+entries with their ``newName``) and the rendered revision annotation. Namespace, replicas and
+rollout settings stay the target environment's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.kustomize import build_model_overlay, env_models, environments
+from components.overlays import (
+    DIGEST,
+    KUSTOMIZATION,
+    RENDERED_REVISION,
+    ImageRef,
+    container_images,
+    existing_pins,
+    read_kustomization,
+    safe_path,
+    set_pins,
+    write_file_atomic,
+)
+from controller.errors import InvalidInput, OperationFailed
+from controller.yamlio import dump_yaml, load_yaml_documents
+
+GIT_TIMEOUT_S = 60.0
+MAX_PUSH_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class GitChange:
+    """The outcome of a set-image or promote: the commit (None when nothing had to change)."""
+
+    commit: str | None
+    head: str
+    model: str
+    env: str
+    digest: str
+    path: str
+    pushed: bool = False
+    push_attempts: int = 0
+
+
+# -- git plumbing --------------------------------------------------------------------------------------
+
+
+def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run git in ``repo`` (bounded); a failure with ``check`` is OperationFailed with git's last line."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise OperationFailed(f"git {args[0]} took longer than {GIT_TIMEOUT_S:.0f}s") from None
+    if check and proc.returncode != 0:
+        msg = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        raise OperationFailed(f"git {' '.join(args[:2])}: {msg[-1].strip() if msg else 'failed'}")
+    return proc
+
+
+def _repo_root(repo: Path) -> Path:
+    proc = git(repo, "rev-parse", "--show-toplevel", check=False) if repo.is_dir() else None
+    if proc is None or proc.returncode != 0:
+        raise InvalidInput("not a git work tree", field="repo", source=str(repo))
+    return Path(proc.stdout.strip())
+
+
+def _require_clean(root: Path) -> None:
+    dirty = git(root, "status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+    if dirty:
+        raise InvalidInput(
+            f"working tree has uncommitted changes ({dirty[0][3:]}"
+            f"{f' and {len(dirty) - 1} more' if len(dirty) > 1 else ''}); commit or stash first",
+            field="repo",
+            source=str(root),
+        )
+
+
+def _head(root: Path) -> str:
+    return git(root, "rev-parse", "HEAD").stdout.strip()
+
+
+# -- overlay edits -------------------------------------------------------------------------------------
+
+
+def pin_entry(name: str, digest: str, new_name: str | None = None) -> dict[str, str]:
+    """An ``images:`` entry in the key order the renderer writes (so a re-render is byte-identical)."""
+    entry = {"name": name}
+    if new_name:
+        entry["newName"] = new_name
+    entry["digest"] = digest
+    return entry
+
+
+def _check_digest(digest: str) -> None:
+    if not DIGEST.match(digest):
+        raise InvalidInput(f"{digest!r} is not a digest like sha256:<64 lowercase hex>", field="digest")
+
+
+def _overlay(tree: Path, env: str, model: str) -> tuple[Path, dict[str, Any]]:
+    known = environments(tree)
+    if env not in known:
+        raise InvalidInput(f"unknown environment {env!r} (known: {', '.join(known) or 'none'})", field="env")
+    models = env_models(tree, env)
+    if model not in models:
+        raise InvalidInput(
+            f"unknown model {model!r} in {env} (known: {', '.join(models) or 'none'})", field="model"
+        )
+    path = safe_path(tree, f"{env}/{model}/{KUSTOMIZATION}")
+    doc = read_kustomization(path)
+    assert doc is not None  # env_models found it
+    return path, doc
+
+
+def _base_image_names(tree: Path, model: str) -> list[str]:
+    names: set[str] = set()
+    for f in sorted(safe_path(tree, f"base/{model}").glob("*.yaml")):
+        if f.name != KUSTOMIZATION:
+            for obj in load_yaml_documents(f):
+                if isinstance(obj, dict):
+                    names.update(ImageRef.parse(r).name for r in container_images(obj))
+    return sorted(names)
+
+
+def _validate_in_scratch(tree: Path, env: str, model: str, doc: dict[str, Any]) -> None:
+    """Build the edited overlay in a scratch copy: the repository is not touched until it passes."""
+    with tempfile.TemporaryDirectory(prefix="lwsflow-gitops-") as tmp:
+        scratch = Path(tmp)
+        for rel in (f"base/{model}", f"{env}/{model}"):
+            shutil.copytree(safe_path(tree, rel), scratch / rel, symlinks=True)
+        write_file_atomic(scratch / env / model / KUSTOMIZATION, dump_yaml(doc).encode())
+        build_model_overlay(scratch, env, model)
+
+
+def _identity(root: Path) -> list[str]:
+    """``-c`` options naming lwsflow as committer when git has no identity (a bare pipeline pod)."""
+    if git(root, "var", "GIT_COMMITTER_IDENT", check=False).returncode == 0:
+        return []
+    return ["-c", "user.name=lwsflow", "-c", "user.email=lwsflow@localhost"]
+
+
+def _commit(root: Path, path: Path, data: bytes, message: str) -> str:
+    original = path.read_bytes()
+    write_file_atomic(path, data)
+    rel = path.relative_to(root).as_posix()
+    who = _identity(root)
+    try:
+        git(root, "add", "--", rel)
+        git(root, *who, "commit", "-q", "-m", message, "--", rel)
+    except OperationFailed:
+        write_file_atomic(path, original)  # e.g. no git identity: put the file back, leave no trace
+        git(root, "reset", "-q", "--", rel, check=False)
+        raise
+    return _head(root)
+
+
+# -- push with rebase-retry ----------------------------------------------------------------------------
+
+
+def _upstream(root: Path) -> tuple[str, str]:
+    proc = git(root, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", check=False)
+    if proc.returncode == 0 and "/" in proc.stdout:
+        remote, _, branch = proc.stdout.strip().partition("/")
+        return remote, branch
+    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
+    return "origin", branch
+
+
+def push_with_retry(
+    root: Path, revalidate: tuple[Path, str, str] | None = None, attempts: int = MAX_PUSH_ATTEMPTS
+) -> int:
+    """Push HEAD; on rejection fetch, rebase, re-validate and retry. Returns the attempts used."""
+    remote, branch = _upstream(root)
+    for attempt in range(1, attempts + 1):
+        proc = git(root, "push", "-q", remote, f"HEAD:refs/heads/{branch}", check=False)
+        if proc.returncode == 0:
+            return attempt
+        text = proc.stderr + proc.stdout
+        if not any(s in text for s in ("rejected", "fetch first", "non-fast-forward")):
+            raise OperationFailed(
+                f"git push to {remote}/{branch} failed: {(text.strip().splitlines() or ['?'])[-1].strip()}"
+            )
+        git(root, "fetch", "-q", remote, branch)
+        rebase = git(root, *_identity(root), "rebase", "-q", "FETCH_HEAD", check=False)
+        if rebase.returncode != 0:
+            git(root, "rebase", "--abort", check=False)
+            raise OperationFailed(
+                f"push to {remote}/{branch} was rejected and the commit does not rebase "
+                "cleanly (someone changed the same overlay); nothing was forced, the local "
+                "commit is kept for review"
+            )
+        if revalidate is not None:
+            build_model_overlay(*revalidate)
+        time.sleep(min(0.05 * 2**attempt, 1.0))  # bounded backoff before racing again
+    raise OperationFailed(f"push to {remote}/{branch} still rejected after {attempts} attempts")
+
+
+# -- the two operations --------------------------------------------------------------------------------
+
+
+def _apply(
+    root: Path,
+    tree: Path,
+    env: str,
+    model: str,
+    path: Path,
+    doc: dict[str, Any],
+    new: dict[str, Any],
+    digest: str,
+    message: str,
+    push: bool,
+) -> GitChange:
+    rel = path.relative_to(root).as_posix()
+    data = dump_yaml(new).encode()
+    if data == path.read_bytes():
+        return GitChange(None, _head(root), model, env, digest, rel)
+    _validate_in_scratch(tree, env, model, new)
+    sha = _commit(root, path, data, message)
+    if not push:
+        return GitChange(sha, sha, model, env, digest, rel)
+    used = push_with_retry(root, revalidate=(tree, env, model))
+    head = _head(root)
+    return GitChange(head, head, model, env, digest, rel, pushed=True, push_attempts=used)
+
+
+def _locate(repo: str | Path, overlays: str | Path) -> tuple[Path, Path]:
+    root = _repo_root(Path(repo))
+    if Path(overlays).is_absolute() or ".." in Path(overlays).parts:
+        raise InvalidInput("must be a folder inside the repository", field="overlays", source=str(overlays))
+    _require_clean(root)
+    return root, safe_path(root, str(overlays))
+
+
+def set_image(
+    model: str,
+    env: str,
+    digest: str,
+    *,
+    repo: str | Path = ".",
+    overlays: str | Path = "overlays",
+    image: str | None = None,
+    push: bool = False,
+) -> GitChange:
+    """Pin ``model``'s serving image in ``env`` to ``digest`` (from repository ``image`` when given)."""
+    _check_digest(digest)
+    root, tree = _locate(repo, overlays)
+    path, doc = _overlay(tree, env, model)
+    names = _base_image_names(tree, model)
+    if len(names) != 1:
+        raise InvalidInput(
+            f"model {model!r} uses {len(names)} images ({', '.join(names) or 'none'}); "
+            "expected exactly one serving image",
+            field="model",
+        )
+    if image is not None and (not image or "@" in image or ImageRef.parse(image).tag):
+        raise InvalidInput(f"{image!r} must be an image repository without tag or digest", field="image")
+    new = set_pins(doc, [pin_entry(names[0], digest, image)], "set-image")
+    ref = f"{image or names[0]}@{digest}"
+    message = (
+        f"set-image {model} in {env}: {ref}\n\nmodel: {model}\nenvironment: {env}\n"
+        f"image: {ref}\ndigest: {digest}\n"
+    )
+    return _apply(root, tree, env, model, path, doc, new, digest, message, push)
+
+
+def promote(
+    model: str,
+    source: str,
+    target: str,
+    *,
+    repo: str | Path = ".",
+    overlays: str | Path = "overlays",
+    push: bool = False,
+) -> GitChange:
+    """Copy ``model``'s digest pin and rendered revision from ``source`` to ``target``; one commit."""
+    if source == target:
+        raise InvalidInput("source and target environment are the same", field="to")
+    root, tree = _locate(repo, overlays)
+    _, src = _overlay(tree, source, model)
+    path, doc = _overlay(tree, target, model)
+    pins = list(existing_pins(src).values())
+    if not pins:
+        raise InvalidInput(f"{source}/{model} has no image pinned by digest to promote", field="from")
+    try:
+        build_model_overlay(tree, source, model)
+    except InvalidInput as exc:
+        raise InvalidInput(f"source overlay does not build: {exc}", field="from") from None
+    new = set_pins(doc, pins, f"promote from {source}")
+    revision = (src.get("commonAnnotations") or {}).get(RENDERED_REVISION)
+    if revision is not None:
+        new["commonAnnotations"] = {**(new.get("commonAnnotations") or {}), RENDERED_REVISION: revision}
+    digests = ", ".join(p["digest"] for p in pins)
+    refs = ", ".join(f"{p.get('newName', p['name'])}@{p['digest']}" for p in pins)
+    message = (
+        f"promote {model} {digests} from {source} to {target}\n\nmodel: {model}\nsource: {source}\n"
+        f"target: {target}\nimage: {refs}\n" + (f"rendered-revision: {revision}\n" if revision else "")
+    )
+    return _apply(root, tree, target, model, path, doc, new, pins[0]["digest"], message, push)

