@@ -78,12 +78,12 @@ class Watch:
 
 
 class Store:
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, *, history: int = _HISTORY) -> None:
         self.now = now
         self._lock = threading.RLock()
         self._rv = 0
         self._objects: dict[str, dict[tuple[str, str], dict]] = {t.key: {} for t in kinds.ALL}
-        self._history: deque[Event] = deque(maxlen=_HISTORY)
+        self._history: deque[Event] = deque(maxlen=history)  # small in tests that need 410 Gone
         self._watches: list[Watch] = []
         self._subscribers: list[Subscriber] = []
         self._uids = itertools.count(1)
@@ -103,21 +103,25 @@ class Store:
             if obj is None:
                 raise NotFound(f'{_plural(key)} "{name}" not found',
                                details={"name": name, "kind": _plural(key)})
-            return copy.deepcopy(obj)
+            return _clone(obj)
 
     def try_get(self, key: str, namespace: str, name: str) -> dict | None:
         with self._lock:
             obj = self._bucket(key).get((namespace or "", name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return _clone(obj) if obj is not None else None
 
     def list(self, key: str, namespace: str | None = None, label_selector: str = "",
              field_selector: str = "") -> tuple[list[dict], int]:
         """Matching objects sorted by (namespace, name), and the store resourceVersion of the read."""
         sel = Selector.parse(label_selector, field_selector)
         with self._lock:
-            items = [copy.deepcopy(o) for (ns, _), o in sorted(self._bucket(key).items())
+            items = [_clone(o) for (ns, _), o in sorted(self._bucket(key).items())
                      if (not namespace or ns == namespace) and sel.matches(o)]
             return items, self._rv
+
+    def get_raw(self, key: str, namespace: str, name: str) -> dict | None:
+        """One live object without copying, or None (simulator hot paths; do not mutate it)."""
+        return self._bucket(key).get((namespace or "", name))
 
     def iter_raw(self, key: str) -> Iterable[dict]:
         """Live objects without copying, for hot loops in the simulator (caller holds ``lock``)."""
@@ -126,7 +130,7 @@ class Store:
     # -- writes --------------------------------------------------------------------------------------
     def create(self, key: str, obj: dict) -> dict:
         with self._lock:
-            obj = copy.deepcopy(obj)
+            obj = _clone(obj)
             meta = obj.setdefault("metadata", {})
             rtype = kinds.BY_KEY[key]
             if not meta.get("name") and meta.get("generateName"):
@@ -150,7 +154,7 @@ class Store:
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
             self._commit(key, bucket, (ns, name), obj, ADDED)
-            return copy.deepcopy(obj)
+            return _clone(obj)
 
     def replace(self, key: str, obj: dict, *, subresource: str = "",
                 check_version: bool = True) -> dict:
@@ -173,18 +177,19 @@ class Store:
                 raise Conflict(f'Operation cannot be fulfilled on {_plural(key)} "{name}": the object '
                                "has been modified; please apply your changes to the latest version "
                                "and try again", details={"name": name, "kind": _plural(key)})
-            new = copy.deepcopy(obj)
-            if rtype.has_status:
-                if subresource == "status":
-                    status = new.get("status")
-                    new = copy.deepcopy(old)
-                    if status is None:
-                        new.pop("status", None)
-                    else:
-                        new["status"] = status
+            if rtype.has_status and subresource == "status":
+                # only status changes: copy the stored object, not the caller's (which is discarded)
+                status = obj.get("status")
+                new = _clone(old)
+                if status is None:
+                    new.pop("status", None)
                 else:
+                    new["status"] = _clone(status)
+            else:
+                new = _clone(obj)
+                if rtype.has_status:
                     if "status" in old:
-                        new["status"] = copy.deepcopy(old["status"])
+                        new["status"] = _clone(old["status"])
                     else:
                         new.pop("status", None)
             nmeta = new.setdefault("metadata", {})
@@ -200,12 +205,12 @@ class Store:
                 nmeta["generation"] = int(old["metadata"].get("generation", 1)) + 1
             nmeta["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
-                return copy.deepcopy(old)  # no-op writes do not bump resourceVersion (as the API server)
+                return _clone(old)  # no-op writes do not bump resourceVersion (as the API server)
             if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
                 self._remove(key, bucket, (ns, name))
                 return new
             self._commit(key, bucket, (ns, name), new, MODIFIED)
-            return copy.deepcopy(new)
+            return _clone(new)
 
     def mutate(self, key: str, namespace: str, name: str, fn: Callable[[dict], None], *,
                subresource: str = "") -> dict:
@@ -234,11 +239,11 @@ class Store:
                 self._collect_dependants(old["metadata"]["uid"])
             if old["metadata"].get("finalizers"):
                 if not old["metadata"].get("deletionTimestamp"):
-                    new = copy.deepcopy(old)
+                    new = _clone(old)
                     new["metadata"]["deletionTimestamp"] = rfc3339(self.now())
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
-                    return copy.deepcopy(new)
-                return copy.deepcopy(old)
+                    return _clone(new)
+                return _clone(old)
             return self._remove(key, bucket, (ns or "", name))
 
     # -- watches and subscribers ---------------------------------------------------------------------
@@ -283,14 +288,14 @@ class Store:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         bucket[ident] = obj
-        self._publish(Event(etype, key, copy.deepcopy(obj), self._rv))
+        self._publish(Event(etype, key, _clone(obj), self._rv))
 
     def _remove(self, key: str, bucket: dict, ident: tuple[str, str]) -> dict:
         obj = bucket.pop(ident)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._publish(Event(DELETED, key, copy.deepcopy(obj), self._rv))
-        return copy.deepcopy(obj)
+        self._publish(Event(DELETED, key, _clone(obj), self._rv))
+        return _clone(obj)
 
     def _publish(self, ev: Event) -> None:
         self._history.append(ev)
@@ -306,6 +311,19 @@ class Store:
                 refs = obj.get("metadata", {}).get("ownerReferences") or []
                 if any(r.get("uid") == owner_uid for r in refs) and ident in bucket:
                     self.delete(key, ident[0], ident[1])
+
+
+def _clone(obj: object) -> object:
+    """Deep copy of a wire-format object (dicts, lists, scalars): several times faster than
+    ``copy.deepcopy``, which dominates the simulator's write path; other types fall back to it."""
+    t = type(obj)
+    if t is dict:
+        return {k: _clone(v) for k, v in obj.items()}  # type: ignore[union-attr]
+    if t is list:
+        return [_clone(v) for v in obj]  # type: ignore[union-attr]
+    if t in (str, int, float, bool) or obj is None:
+        return obj
+    return copy.deepcopy(obj)
 
 
 def _spec_part(obj: dict) -> dict:

@@ -1,0 +1,92 @@
+"""`kubectl get lws` with 500 LeaderWorkerSets over HTTP: latency of the real kubectl and of the raw call.
+
+Run: ``.venv/bin/python bench/apiserver_bench.py [--objects 500] [--runs 5]``. Prints the median and
+the best wall time of the full kubectl process (discovery cache warm) and of the server-side Table
+list alone (one HTTPS request, what kubectl asks for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from controller.api.defaults import default_object  # noqa: E402
+from controller.api.paths import lws_reference_dir  # noqa: E402
+from controller.sim.apiserver import ApiServer  # noqa: E402
+from controller.sim.store import Store  # noqa: E402
+from controller.yamlio import load_yaml_documents  # noqa: E402
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--objects", type=int, default=500)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    store = Store()
+    base = default_object(load_yaml_documents(SAMPLE)[0])
+    for i in range(args.objects):
+        obj = copy.deepcopy(base)
+        obj["metadata"]["name"] = f"lws-{i:04d}"
+        store.create("leaderworkersets.leaderworkerset.x-k8s.io", obj)
+    with tempfile.TemporaryDirectory() as d, ApiServer(store, token="bench") as api:
+        kc = api.write_kubeconfig(Path(d) / "kubeconfig")
+        cmd = [str(KUBECTL), "--kubeconfig", str(kc), "--cache-dir", f"{d}/cache", "get", "lws"]
+        subprocess.run(cmd, check=True, capture_output=True)  # warm kubectl's discovery cache
+        times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            times.append(time.perf_counter() - t0)
+        rows = len(out.splitlines()) - 1
+        assert rows == args.objects, f"kubectl printed {rows} rows, expected {args.objects}"
+        raw = _raw_table_times(api, args.runs)
+    print(
+        f"kubectl get lws, {args.objects} objects over HTTPS: "
+        f"median {statistics.median(times) * 1000:.0f} ms, "
+        f"best {min(times) * 1000:.0f} ms ({args.runs} runs, discovery cache warm)"
+    )
+    print(
+        f"server-side Table list alone: median {statistics.median(raw) * 1000:.0f} ms, "
+        f"best {min(raw) * 1000:.0f} ms"
+    )
+
+
+def _raw_table_times(api: ApiServer, runs: int) -> list[float]:
+    import http.client
+    import ssl
+
+    ctx = ssl.create_default_context(cadata=(api.ca_pem or b"").decode())
+    conn = http.client.HTTPSConnection(api.host, api.port, context=ctx, timeout=30)
+    headers = {
+        "Authorization": "Bearer bench",
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    }
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        conn.request(
+            "GET",
+            "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets?limit=500",
+            headers=headers,
+        )
+        resp = conn.getresponse()
+        resp.read()
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""`lwsflow sim serve`: the embedded cluster behind a Kubernetes API on 127.0.0.1, for kubectl and clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli.sim import sim_app
+
+
+@sim_app.command("serve")
+def serve(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Cluster config YAML (default: a CPU pool and 16 nodes x 8 H100-80GB)."
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option("--port", help="TCP port on 127.0.0.1 (0: any free port).")] = 0,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            "--speed", help="Virtual seconds per wall second (default: a 10-minute model load takes ~1 s)."
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path,
+        typer.Option("--kubeconfig", help="Where to write the kubeconfig (mode 0600: it holds the token)."),
+    ] = Path("lwsflow-sim.kubeconfig"),
+    duration: Annotated[
+        float | None,
+        typer.Option("--duration", help="Stop after this many wall seconds (default: until interrupted)."),
+    ] = None,
+) -> None:
+    """Serve the embedded cluster over HTTPS with a bearer token, and write a kubeconfig for it."""
+    import contextlib
+    import secrets
+    import signal
+    import threading
+
+    from controller.errors import InvalidInput
+    from controller.sim.apiserver import ApiServer
+    from controller.sim.cluster import DEFAULT_SPEED, Cluster
+    from controller.sim.config import ClusterConfig
+
+    if not 0 <= port <= 65535:
+        raise InvalidInput(f"must be between 0 and 65535, got {port}", field="--port")
+    speed = DEFAULT_SPEED if speed is None else speed
+    if not speed > 0:
+        raise InvalidInput(f"must be greater than 0, got {speed:g}", field="--speed")
+    if duration is not None and duration < 0:
+        raise InvalidInput(f"must be >= 0, got {duration:g}", field="--duration")
+    cfg = ClusterConfig.from_file(config) if config is not None else ClusterConfig.default()
+    cluster = Cluster(cfg)
+    token = secrets.token_urlsafe(32)  # only ever written to the 0600 kubeconfig, never printed
+    api = ApiServer(cluster.store, port=port, token=token, clock=cluster.now, speed=speed)
+    try:
+        url = api.start()
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", field="--port") from None
+    done = threading.Event()
+    previous = (
+        signal.signal(signal.SIGTERM, lambda *_: done.set())
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    try:
+        path = api.write_kubeconfig(kubeconfig)
+        cluster.start_realtime(speed)
+        print(f"serving {url} (virtual time x{speed:g}); kubeconfig: {path}", flush=True)
+        print(f"  kubectl --kubeconfig {path} get nodes", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
+            done.wait(duration)
+    finally:
+        cluster.stop()
+        api.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
