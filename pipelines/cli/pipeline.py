@@ -1,0 +1,104 @@
+"""Pipeline commands: ``pipeline compile|submit``, ``build-image`` and the end-to-end ``demo``.
+
+``pipeline submit`` sends the compiled pipeline to a Kubeflow Pipelines endpoint (``--kfp-host`` or
+``$KFP_HOST``) or creates the Argo ``WorkflowTemplate`` on an Argo Server (``--argo-host`` or
+``$ARGO_SERVER``, token in ``$ARGO_TOKEN``). It needs a real cluster and is not exercised here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controller.errors import InvalidInput
+from pipelines.cli.app import app
+
+pipeline_app = typer.Typer(help="Compile and submit the deploy-model pipeline (kfp and Argo).",
+                           no_args_is_help=True)
+app.add_typer(pipeline_app, name="pipeline")
+
+
+@pipeline_app.command("compile")
+def compile_cmd(
+    out: Annotated[Path, typer.Option("--out", help="folder for deploy-model.kfp.yaml and .argo.yaml")],
+) -> None:
+    """Compile deploy-model to kfp IR YAML and an Argo WorkflowTemplate (offline, milliseconds)."""
+    from pipelines.compile import compile_all
+
+    for path in compile_all(out):
+        print(path)
+
+
+@pipeline_app.command("submit")
+def submit_cmd(
+    model: Annotated[str, typer.Option("--model", help="catalog model to deploy")],
+    repo_url: Annotated[str, typer.Option("--repo-url", help="the GitOps repository")],
+    image: Annotated[str, typer.Option("--image", help="push target, registry/repository:tag")],
+    kfp_host: Annotated[str, typer.Option("--kfp-host", envvar="KFP_HOST", help="KFP API endpoint")] = "",
+    argo_host: Annotated[str, typer.Option("--argo-host", envvar="ARGO_SERVER", help="Argo Server URL")] = "",
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Argo namespace")] = "argo",
+    stages: Annotated[str, typer.Option("--stages")] = "1,50%,100%",
+) -> None:
+    """Submit deploy-model to a KFP endpoint or register it on an Argo Server (needs a real cluster)."""
+    args = {"model": model, "repo_url": repo_url, "image": image, "stages": stages}
+    if kfp_host:
+        import kfp
+
+        from pipelines.deploy_model import deploy_model
+
+        run = kfp.Client(host=kfp_host).create_run_from_pipeline_func(deploy_model, arguments=args)
+        print(f"kfp run {run.run_id}")
+    elif argo_host:
+        from hera.shared import global_config
+
+        from pipelines.deploy_model import argo_workflow_template
+
+        global_config.host = argo_host
+        global_config.token = os.environ.get("ARGO_TOKEN")  # a secret: from the environment, never a flag
+        wt = argo_workflow_template()
+        wt.namespace = namespace
+        wt.create()
+        print(f"argo workflowtemplate {namespace}/{wt.name}")
+    else:
+        raise InvalidInput("no pipeline endpoint: set --kfp-host ($KFP_HOST) or --argo-host ($ARGO_SERVER)",
+                           field="kfp-host")
+
+
+@app.command("build-image")
+def build_image_cmd(
+    context: Annotated[Path, typer.Argument(help="build context folder (with a Containerfile)")],
+    image: Annotated[str, typer.Option("--image", "-t", help="push target, registry/repository:tag")],
+    containerfile: Annotated[Path | None, typer.Option("--file", "-f", help="Containerfile")] = None,
+) -> None:
+    """Build an image with buildah, push it, print the reference pinned by the registry's digest."""
+    from components.images import build_image
+
+    built = build_image(context, image, containerfile=containerfile)
+    print(json.dumps(built.to_dict(), indent=2))
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", help="artifacts folder")] = Path(".lwsflow/demo"),
+    models: Annotated[str, typer.Option("--models", help="comma-separated catalog models")] = "",
+    catalog: Annotated[Path | None, typer.Option("--catalog", help="catalog to deploy "
+                                                 "(default: the repository's examples/catalog.yaml)")] = None,
+    bad_release: Annotated[bool, typer.Option("--bad-release/--no-bad-release",
+                                              help="also run a release that never becomes ready")] = True,
+    speed: Annotated[float, typer.Option("--speed", help="virtual seconds per real second", min=1)] = 600.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                          help="show the kfp runner's whole output")] = False,
+) -> None:
+    """The whole flow on this machine: embedded cluster, registry, git; deploy-model through kfp local."""
+    from controller.api.paths import repo_root
+    from pipelines.demo import run_demo
+
+    code = run_demo(out=out, catalog=catalog or repo_root() / "examples" / "catalog.yaml",
+                    models=[m.strip() for m in models.split(",") if m.strip()],
+                    bad_release=bad_release, speed=speed, verbose=verbose)
+    if code:
+        raise typer.Exit(code)

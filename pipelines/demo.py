@@ -1,0 +1,256 @@
+"""``lwsflow demo``: the whole release flow on a fresh machine, with no cluster, in a few minutes.
+
+1. Start the local stack (``pipelines.local_run.start_stack``): the embedded cluster with the catalog's
+   GPU pools and stand-in engines behind an HTTPS Kubernetes API on 127.0.0.1, a ``docker-registry``
+   and a bare GitOps repository holding the catalog, the engine build context and the overlays.
+2. For each model, run the real ``deploy-model`` pipeline through the kfp local runner: build and push
+   the image, render + pin, build overlays, promote to dev, staged rollout, smoke test, promote to
+   staging. Print a summary table and draw the rollouts' timeline.
+3. Release a bad image (one the cluster never sees become ready) for one model: the rollout gate
+   stops it and rolls back; the demo checks the cluster is still on the good revision and staging was
+   not promoted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from components import gitwork
+from controller.errors import InvalidInput
+from controller.yamlio import parse_yaml_documents
+from pipelines.local_run import (
+    ANSI,
+    BROKEN_MARK,
+    LocalStack,
+    PipelineRun,
+    commit_engine_context,
+    run_deploy_model,
+)
+
+# Wide enough for the summary table when the output is a log file rather than a terminal.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+BAD_CONTEXT = "images/engine-broken"
+VERBOSE = [False]  # set by run_demo(verbose=...): show the runner's whole output
+
+
+@dataclass
+class ModelResult:
+    """One row of the summary table."""
+
+    model: str
+    ok: bool
+    image: str = ""
+    digest: str = ""
+    commit: str = ""  # the staging promotion on main (or the dev one if it stopped earlier)
+    stages: str = ""
+    smoke: str = ""
+    makespan_s: float = 0.0
+    failed_task: str = ""
+    wall_s: float = 0.0
+
+
+def _result(run: PipelineRun) -> ModelResult:
+    r = run.reports
+    roll, smoke = r.get("rollout", {}), r.get("smoke", {})
+    passed_stages = len({s["index"] for s in roll.get("stages", []) if s.get("result") == "passed"})
+    checks = [c for c in smoke.get("checks", []) if not c.get("skipped")]
+    ok_checks = sum(1 for c in checks if c.get("passed"))
+    commit = (r.get("promote-staging") or r.get("promote-dev") or {}).get("commit", "")
+    started, ended = roll.get("started"), roll.get("ended")
+    return ModelResult(
+        model=run.model, ok=run.succeeded, image=r.get("build-image", {}).get("reference", ""),
+        digest=r.get("build-image", {}).get("digest", ""), commit=commit,
+        stages=f"{passed_stages}/{len(roll.get('targets', []))}" if roll else "-",
+        smoke=(f"{'pass' if smoke.get('passed') else 'FAIL'} {ok_checks}/{len(checks)}" if smoke else "-"),
+        makespan_s=(ended - started) if started and ended else 0.0, failed_task=run.failed_task,
+        wall_s=run.wall_s)
+
+
+def _table(results: list[ModelResult], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("model", "result", "digest", "commit", "stages passed", "smoke", "makespan (virtual)",
+                "wall"):
+        t.add_column(col)
+    for x in results:
+        t.add_row(x.model, "[green]ok[/]" if x.ok else f"[red]failed at {x.failed_task}[/]",
+                  x.digest[:19] if x.digest else "-", x.commit[:12] or "-", x.stages, x.smoke,
+                  f"{x.makespan_s / 60:.1f} min" if x.makespan_s else "-", f"{x.wall_s:.0f}s")
+    return t
+
+
+class _Progress(io.TextIOBase):
+    """What the demo shows of a pipeline run: task starts and ends, step logs, errors (not kfp's
+    executor-input dumps and HTTP logs; ``--verbose`` shows everything)."""
+
+    _KEEP = re.compile(r"^\s*\[(build-image|render|build-overlays|promote|rollout|smoke-test)\]|"
+                       r"Executing task|finished with status|(OperationFailed|InvalidInput|Error): ")
+
+    def __init__(self, sink: Any) -> None:
+        self._sink, self._buf = sink, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            plain = ANSI.sub("", line)
+            if self._KEEP.search(plain):
+                self._sink.write(re.sub(r"^\d\d:\d\d:\d\d\.\d+ - \w+ - ", "", plain).strip() + "\n")
+        self._sink.flush()
+        return len(text)
+
+
+def _deploy(stack: LocalStack, out: Path, model: str, tag: str, context: str, label: str) -> PipelineRun:
+    console.rule(f"[bold]deploy-model {model} ({label})")
+    stack.mark(f"{model} {label}")
+    if not VERBOSE[0]:
+        show = _Progress(sys.stdout)
+        with contextlib.redirect_stdout(show), contextlib.redirect_stderr(show):
+            return _run(stack, out, model, tag, context, label)
+    return _run(stack, out, model, tag, context, label)
+
+
+def _run(stack: LocalStack, out: Path, model: str, tag: str, context: str, label: str) -> PipelineRun:
+    return run_deploy_model(model=model, repo_url=stack.repo.url,
+                            image=f"{stack.registry.host}/lwsflow/{tag}",
+                            report_dir=out / "reports" / label / model, pipeline_root=out / "kfp",
+                            kubeconfig=str(stack.kubeconfig), image_context=context)
+
+
+def _main_file(stack: LocalStack, path: str) -> str:
+    with gitwork.checkout(stack.repo.url) as work:
+        return (work / path).read_text()
+
+
+def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]:
+    """(namespace/name of the rolled-out object, the images its live pod templates carry)."""
+    docs = parse_yaml_documents(manifest_path.read_text())
+    obj = next(d for d in docs if d.get("kind") in ("LeaderWorkerSet", "DisaggregatedSet"))
+    kind_key = ("leaderworkersets.leaderworkerset.x-k8s.io" if obj["kind"] == "LeaderWorkerSet"
+                else "disaggregatedsets.disaggregatedset.x-k8s.io")
+    meta = obj["metadata"]
+    live = stack.cluster.get(kind_key, meta["name"], meta.get("namespace", "default")) or {}
+    images: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for c in node.get("containers") or []:
+                if isinstance(c, dict) and "image" in c:
+                    images.append(c["image"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(live.get("spec", {}))
+    return f"{meta.get('namespace')}/{meta['name']}", sorted(set(images))
+
+
+def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool, dict[str, Any], PipelineRun]:
+    """Release a never-ready image for ``good.model``; True when the gate and rollback held."""
+    model = good.model
+    staging_path = f"overlays/staging/{model}/kustomization.yaml"
+    staging_before = _main_file(stack, staging_path)
+    dev_path = f"overlays/dev/{model}/kustomization.yaml"
+    dev_before = _main_file(stack, dev_path)
+    commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
+    console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; the embedded cluster never sees "
+                  f"images from */lwsflow/*{BROKEN_MARK} become ready (an engine that hangs while loading)")
+    run = _deploy(stack, out, model, f"{model}{BROKEN_MARK}:v2", BAD_CONTEXT, "bad-release")
+    res = _result(run)
+    roll = run.reports.get("rollout", {})
+    manifest = out / "reports" / "bad-release" / model / "manifest-dev.yaml"
+    target, live_images = _live_image(stack, manifest) if manifest.is_file() else ("?", [])
+    checks = {
+        "pipeline failed at rollout": run.failed_task == "rollout",
+        "rollout rolled back": roll.get("result") == "rolled-back" or bool(roll.get("rollbacks")),
+        "cluster on the old revision": bool(live_images) and live_images == [good.image],
+        "staging not promoted": _main_file(stack, staging_path) == staging_before,
+        "dev pin reverted in git": _main_file(stack, dev_path) == dev_before,
+        "smoke test and promotion skipped": not {"smoke", "promote-staging"} & run.reports.keys(),
+    }
+    detail = {"model": model, "target": target, "failed_task": run.failed_task,
+              "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
+              "live_images": live_images, "good_image": good.image, "bad_image": res.image, "checks": checks}
+    console.print(_table([res], "bad release"))
+    if roll.get("message"):
+        console.print(f"gate: {roll['message']}")
+    for name, ok in checks.items():
+        console.print(f"  {'[green]✓[/]' if ok else '[red]✗[/]'} {name}")
+    return all(checks.values()), detail, run
+
+
+def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> list[Path]:
+    """``timeline.png``: every workload's desired/ready/updated groups and GPUs over cluster time
+    (the simulator's plot); ``stages.png``: each rollout's stages, gate wait versus bake and hooks."""
+    from controller.sim.plot import plot
+    from pipelines.timeline import draw_timeline
+
+    pictures = [plot(stack.timeline, out / "timeline.png", title="lwsflow demo: the embedded cluster")]
+    reports = {label: r.reports["rollout"] for label, r in runs.items() if "rollout" in r.reports}
+    if reports:
+        pictures.append(draw_timeline(reports, out / "stages.png"))
+    return pictures
+
+
+def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool = True,
+             speed: float = 600.0, seed: bool = True, verbose: bool = False) -> int:
+    """The demo; returns the exit code (0 when every release deployed and the bad one was caught)."""
+    from components.catalog import load_catalog
+    from pipelines.local_run import seed_cluster, start_stack
+
+    t0 = time.monotonic()
+    VERBOSE[0] = verbose
+    cat = load_catalog(catalog)
+    known = [m.name for m in cat.models]
+    chosen = models or known
+    for m in chosen:
+        if m not in known:
+            raise InvalidInput(f"unknown model {m!r} (known: {', '.join(known)})", field="models")
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"[bold]lwsflow demo[/]: {len(chosen)} model(s) from {catalog}; artifacts in {out}")
+    stack = start_stack(out / "work", catalog, speed=speed)
+    try:
+        console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
+                      f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
+                      f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
+        if seed:
+            took = seed_cluster(stack, "dev", chosen)
+            console.print(f"dev runs the currently pinned release of {len(chosen)} model(s) "
+                          f"(ready after {took / 60:.1f} min of cluster time); now releasing new images")
+        runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
+        results = [_result(r) for r in runs]
+        console.print(_table(results, "deploy-model: build → render → build-overlays → promote dev → rollout "
+                                      "→ smoke → promote staging"))
+        summary: dict[str, Any] = {"models": [asdict(x) for x in results]}
+        code = 0 if all(x.ok for x in results) else 1
+        good = next((x for x in results if x.ok), None)
+        drawn = {r.model: r for r in runs}
+        if bad_release and good is not None:
+            console.rule("[bold]a bad release")
+            caught, detail, bad = _bad_release(stack, out, good)
+            summary["bad_release"] = detail
+            drawn[f"{good.model} (bad release)"] = bad
+            code = code or (0 if caught else 1)
+        for picture in _pictures(stack, out, drawn):
+            console.print(f"picture: {picture}")
+        summary["wall_s"] = round(time.monotonic() - t0, 1)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        console.print(f"done in {summary['wall_s']:.0f}s; summary {out / 'summary.json'}")
+        return code
+    finally:
+        stack.close()

@@ -1,0 +1,264 @@
+"""Run ``deploy-model`` on this machine through the kfp local runner, against local stand-ins.
+
+The pipeline definition that compiles to ``pipelines/dist`` is the one that executes: kfp's
+``SubprocessRunner(use_venv=False)`` runs each lightweight component as a subprocess of this Python
+(lwsflow and kfp are installed here, nothing is pip-installed). What a cluster would provide comes
+from local stand-ins: a GitOps repository (a bare git repo), a registry (``docker-registry``) and a
+Kubernetes API (the embedded cluster, reached through a kubeconfig).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components import gitwork
+from controller.errors import InvalidInput
+from controller.yamlio import parse_yaml_documents
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
+ENGINE_CONTEXT = "images/engine"
+CONTAINERFILE = """\
+FROM scratch
+COPY engine.json /etc/lwsflow/engine.json
+LABEL org.opencontainers.image.title="lwsflow stand-in engine" org.opencontainers.image.source="lwsflow"
+"""
+
+
+@dataclass(frozen=True)
+class GitopsRepo:
+    """A bare repository (the remote every step clones) and the seed clone that created it."""
+
+    url: str
+    seed: Path
+
+
+def write_engine_context(folder: Path, release: str, broken: bool = False) -> None:
+    """A build context for the stand-in engine image; ``release`` changes its content (and digest)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Containerfile").write_text(CONTAINERFILE)
+    cfg = {"release": release, "engine": "stand-in", "loads": not broken}
+    (folder / "engine.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def init_gitops_repo(root: Path, catalog: Path, release: str = "v1") -> GitopsRepo:
+    """Create ``root/gitops.git`` with the catalog, the engine build context and the rendered overlays."""
+    from components.catalog import load_catalog
+    from components.overlays import render_to
+
+    cat = load_catalog(catalog)  # refuse a bad catalog before any git work
+    bare, seed = root / "gitops.git", root / "gitops"
+    for p in (bare, seed):
+        if p.exists():
+            shutil.rmtree(p)
+    gitwork.git("init", "--quiet", "--bare", "--initial-branch=main", str(bare))
+    gitwork.git("init", "--quiet", "--initial-branch=main", str(seed))
+    env = gitwork.git_env()
+    gitwork.git("config", "user.name", env["GIT_AUTHOR_NAME"], cwd=seed)
+    gitwork.git("config", "user.email", env["GIT_AUTHOR_EMAIL"], cwd=seed)
+    shutil.copyfile(catalog, seed / "catalog.yaml")
+    write_engine_context(seed / ENGINE_CONTEXT, release)
+    render_to(cat, seed / "overlays")
+    gitwork.commit_all(seed, "lwsflow: catalog, engine image context, rendered overlays")
+    gitwork.git("remote", "add", "origin", str(bare), cwd=seed)
+    gitwork.git("push", "--quiet", "-u", "origin", "main", cwd=seed)
+    return GitopsRepo(url=str(bare), seed=seed)
+
+
+def commit_engine_context(repo: GitopsRepo, folder: str, release: str, broken: bool = False) -> str:
+    """Add another build context (e.g. a bad release) to main; returns the commit."""
+    gitwork.git("pull", "--quiet", "--ff-only", cwd=repo.seed)
+    write_engine_context(repo.seed / folder, release, broken)
+    gitwork.commit_all(repo.seed, f"engine image context {folder} ({release})")
+    gitwork.git("push", "--quiet", "origin", "main", cwd=repo.seed)
+    return gitwork.head(repo.seed)
+
+
+@dataclass
+class PipelineRun:
+    """The outcome of one local deploy-model run: status, the failed task, and each step's report."""
+
+    model: str
+    succeeded: bool
+    failed_task: str = ""
+    error: str = ""
+    wall_s: float = 0.0
+    reports: dict[str, Any] = field(default_factory=dict)
+
+
+def _reports(folder: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in sorted(folder.glob("*.json")):
+        try:
+            out[p.stem] = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path, pipeline_root: Path,
+                     kubeconfig: str = "", stages: str = "", image_context: str = ENGINE_CONTEXT,
+                     source_env: str = "dev", target_env: str = "staging",
+                     catalog: str = "catalog.yaml") -> PipelineRun:
+    """Execute the kfp pipeline ``deploy-model`` locally; a failed task is reported, not raised."""
+    from kfp import local
+
+    from pipelines.deploy_model import deploy_model
+
+    if not model:
+        raise InvalidInput("empty model name", field="model")
+    if report_dir.exists():
+        shutil.rmtree(report_dir)  # a previous run's reports must not pass for this run's
+    report_dir.mkdir(parents=True)
+    pipeline_root.mkdir(parents=True, exist_ok=True)
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
+               raise_on_error=True)
+    t0 = time.monotonic()
+    run = PipelineRun(model=model, succeeded=True)
+    try:
+        with warnings.catch_warnings():
+            # The runner warns that our base image is not a "python" image and that display names
+            # are ignored locally: both expected here (the image only matters in a cluster).
+            warnings.filterwarnings("ignore", message=".*base image", category=RuntimeWarning)
+            warnings.filterwarnings("ignore", message=".*no effect in the current local runner")
+            deploy_model(model=model, repo_url=repo_url, image=image, catalog=catalog,
+                         image_context=image_context, source_env=source_env, target_env=target_env,
+                         stages=stages, kubeconfig=kubeconfig, report_dir=str(report_dir))
+    except RuntimeError as exc:  # kfp local: "Pipeline ... status FAILURE. Inner task failed: X"
+        text = ANSI.sub("", str(exc))
+        m = re.search(r"Inner task failed: '?([\w-]+)", text)
+        run.succeeded, run.failed_task, run.error = False, (m.group(1) if m else "?"), text
+    run.wall_s = time.monotonic() - t0
+    run.reports = _reports(report_dir)
+    return run
+
+
+# -- the local stack: embedded cluster + API server, registry, GitOps repo -------------------------------
+BROKEN_MARK = "-broken"  # image repositories the demo cluster treats as never becoming ready
+
+
+def cluster_config_for(catalog: Any, never_ready: list[str] | None = None) -> Any:
+    """An embedded-cluster config with the catalog's GPU pools (labels, taints, topology) and a CPU pool."""
+    from controller.sim.config import ClusterConfig, PoolConfig, Taint
+
+    pools = [PoolConfig(name="cpu", count=2, cpu=32, memory_gi=128)]
+    for p in catalog.nodePools:
+        taints = [Taint(key=t.key, value=t.value or "", effect=t.effect) for t in p.tolerations
+                  if t.key and t.effect]
+        pools.append(PoolConfig(name=p.name, count=p.nodes, gpus_per_node=p.gpusPerNode, gpu_product=p.gpu,
+                                cpu=p.cpuPerNode, memory_gi=p.memoryGiBPerNode, labels=dict(p.nodeSelector),
+                                taints=taints, topology_key=p.topologyKey,
+                                topology_domains=4 if p.topologyKey else 1))
+    return ClusterConfig(pools=pools, never_ready_images=list(never_ready or []))
+
+
+@dataclass
+class LocalStack:
+    """Everything a local deploy-model run talks to; ``close()`` stops it all."""
+
+    cluster: Any
+    api: Any
+    engines: Any
+    registry: Any
+    repo: GitopsRepo
+    kubeconfig: Path
+    speed: float
+    timeline: Any = None  # controller.sim.timeline.Timeline: every LWS/DS over cluster time
+
+    def mark(self, label: str) -> None:
+        """A labelled vertical line on the timeline picture at the cluster's current time."""
+        if self.timeline is not None:
+            self.timeline.mark(self.cluster.now(), label)
+
+    def close(self) -> None:
+        for stop in (self.cluster.stop, self.api.stop, self.engines.close, self.registry.stop):
+            try:
+                stop()
+            except Exception:  # best effort: one failing stop must not leak the others
+                continue
+
+
+def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> LocalStack:
+    """Start the embedded cluster (GPU pools, stand-in engines, HTTPS API on 127.0.0.1), a registry
+    and a seeded GitOps repository, all under ``workdir``."""
+    import secrets
+
+    from components.catalog import load_catalog
+    from components.images import LocalRegistry
+    from controller.sim.apiserver import ApiServer
+    from controller.sim.cluster import Cluster
+    from controller.sim.engine import EnginePodHook
+
+    cat = load_catalog(catalog_path)
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(cluster_config_for(cat, never_ready=[f"*/lwsflow/*{BROKEN_MARK}@*"]))
+    engines = EnginePodHook()
+    cluster.pod_hooks.append(engines)
+    for env in cat.environments:
+        ns = env.namespace or cat.namespace
+        if cluster.store.try_get("namespaces", "", ns) is None:
+            cluster.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": ns}, "status": {"phase": "Active"}})
+    api = ApiServer(cluster.store, token=secrets.token_urlsafe(24), clock=cluster.now, speed=speed)
+    registry = LocalRegistry()
+    timeline = _record_timeline(cluster)
+    try:
+        api.start()
+        kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
+        cluster.start_realtime(speed)
+        registry.start()
+        repo = init_gitops_repo(workdir, catalog_path)
+    except BaseException:
+        cluster.stop()
+        api.stop()
+        engines.close()
+        registry.stop()
+        raise
+    return LocalStack(cluster, api, engines, registry, repo, Path(kubeconfig), speed, timeline)
+
+
+SAMPLE_EVERY_S = 15.0  # cluster seconds between timeline samples (only changes are kept)
+
+
+def _record_timeline(cluster: Any) -> Any:
+    """Sample every workload's counters on a recurring cluster timer.
+
+    The timer runs in the cluster's own loop, under its lock, so sampling never races the
+    controllers; it reschedules itself, so it must be armed before the loop thread starts.
+    """
+    from controller.sim.timeline import Timeline
+
+    timeline = Timeline(start=cluster.now())
+
+    def tick() -> None:
+        timeline.sample(cluster)
+        cluster.at(cluster.now() + SAMPLE_EVERY_S, tick)
+
+    cluster.at(cluster.now() + SAMPLE_EVERY_S, tick)
+    return timeline
+
+
+def seed_cluster(stack: LocalStack, env: str, models: list[str], deadline_s: float = 3600.0) -> float:
+    """Install what main pins for ``env`` today (what Argo CD would have synced) and wait until ready.
+
+    Gives the pipeline's release something to roll out *over*, so it is a staged update. Returns the
+    cluster seconds it took.
+    """
+    from components import deploy, steps
+    from controller.kube.client import Kube
+
+    docs: list[dict[str, Any]] = []
+    with gitwork.checkout(stack.repo.url) as work:
+        for m in models:
+            docs += parse_yaml_documents(steps.kustomize(work / "overlays" / env / m), source=f"{env}/{m}")
+    kube = Kube.connect(str(stack.kubeconfig))
+    deploy.apply_supporting(kube, docs)
+    rep = deploy.install(kube, docs, deadline_s)
+    return float(rep["ended"] - rep["started"])

@@ -1,0 +1,91 @@
+"""The deploy-model steps on their own, with real buildah, registry and git (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components import gitwork, steps
+from components.images import LocalRegistry
+from controller.errors import InvalidInput, OperationFailed
+from controller.yamlio import parse_yaml_documents
+
+MODEL = "llama-8b"
+
+
+def _show(repo_url: str, ref: str, path: str) -> str:
+    with gitwork.checkout(repo_url) as work:
+        gitwork.git("fetch", "--quiet", "origin", ref, cwd=work)
+        return gitwork.git("show", f"FETCH_HEAD:{path}", cwd=work)
+
+
+def test_build_render_validate_promote(gitops_repo, registry: LocalRegistry, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    built = steps.build_image(gitops_repo.url, "images/engine", f"{registry.host}/lwsflow/{MODEL}:v1",
+                              report_dir=str(reports))
+    assert built.image == f"{registry.host}/lwsflow/{MODEL}@{built.digest}"
+
+    rendered = steps.render(gitops_repo.url, "catalog.yaml", MODEL, "dev", built.image,
+                            report_dir=str(reports))
+    main_before = gitwork.git("ls-remote", gitops_repo.url, "refs/heads/main").split()[0]
+    assert rendered.branch == f"lwsflow/release-{MODEL}"
+    kust = _show(gitops_repo.url, rendered.commit, f"overlays/dev/{MODEL}/kustomization.yaml")
+    assert built.digest in kust and f"{registry.host}/lwsflow/{MODEL}" in kust
+
+    checked = steps.build_overlays(gitops_repo.url, rendered.commit, "dev", MODEL, report_dir=str(reports))
+    assert f"LeaderWorkerSet/{MODEL}" in checked.kinds
+
+    # Release -> main (dev): main fast-forwards to exactly the validated commit.
+    dev = steps.promote(gitops_repo.url, MODEL, "dev", commit=rendered.commit, report_dir=str(reports))
+    assert dev.commit == rendered.commit != main_before
+    assert gitwork.git("ls-remote", gitops_repo.url, "refs/heads/main").split()[0] == dev.commit
+
+    # dev -> staging through git: one more commit on main that pins the same digest in staging.
+    staging = steps.promote(gitops_repo.url, MODEL, "staging", source="dev", report_dir=str(reports))
+    assert staging.commit != dev.commit
+    staged = _show(gitops_repo.url, staging.commit, f"overlays/staging/{MODEL}/kustomization.yaml")
+    assert built.digest in staged
+    with gitwork.checkout(gitops_repo.url) as work:
+        built_staging = steps.kustomize(work / "overlays" / "staging" / MODEL)
+    lws = next(d for d in parse_yaml_documents(built_staging) if d["kind"] == "LeaderWorkerSet")
+    tpl = lws["spec"]["leaderWorkerTemplate"]
+    images = [c["image"] for c in tpl.get("leaderTemplate", tpl["workerTemplate"])["spec"]["containers"]]
+    assert images == [built.image]
+    assert {p.name for p in reports.iterdir()} == {"build-image.json", "render.json", "build-overlays.json",
+                                                   "promote-dev.json", "promote-staging.json"}
+    assert json.loads((reports / "build-image.json").read_text())["digest"] == built.digest
+
+
+def test_render_refuses_an_unpinned_image(gitops_repo) -> None:
+    with pytest.raises(InvalidInput, match="not pinned by digest"):
+        steps.render(gitops_repo.url, "catalog.yaml", MODEL, "dev", "127.0.0.1:5000/lwsflow/x:v1")
+
+
+def test_promote_refuses_a_non_fast_forward_release(gitops_repo, registry: LocalRegistry) -> None:
+    built = steps.build_image(gitops_repo.url, "images/engine", f"{registry.host}/lwsflow/{MODEL}:v1")
+    rendered = steps.render(gitops_repo.url, "catalog.yaml", MODEL, "dev", built.image)
+    # Someone else moves main meanwhile (a different model's pin): the release is not a descendant.
+    other = steps.render(gitops_repo.url, "catalog.yaml", "qwen-7b", "dev", built.image)
+    steps.promote(gitops_repo.url, "qwen-7b", "dev", commit=other.commit)
+    with pytest.raises(OperationFailed, match="git merge failed"):
+        steps.promote(gitops_repo.url, MODEL, "dev", commit=rendered.commit)
+
+
+def test_build_image_step_fails_cleanly_on_a_bad_context(gitops_repo, registry: LocalRegistry) -> None:
+    with pytest.raises(InvalidInput, match="not a directory"):
+        steps.build_image(gitops_repo.url, "images/missing", f"{registry.host}/lwsflow/x:v1")
+
+
+def test_rollout_target_from_manifests() -> None:
+    lws = {"kind": "LeaderWorkerSet", "metadata": {"name": "a", "namespace": "n"}}
+    pair = [{"kind": "LeaderWorkerSet", "metadata": {"name": f"p-{r}", "namespace": "n",
+                                                     "labels": {"lwsflow.io/pd-pair": "p"}}}
+            for r in ("prefill", "decode")]
+    ds = {"kind": "DisaggregatedSet", "metadata": {"name": "d", "namespace": "n"}}
+    assert steps.rollout_target([lws]) == ("lws/a", "n")
+    assert steps.rollout_target(pair) == ("pair/p", "n")
+    assert steps.rollout_target([{"kind": "Service", "metadata": {"name": "s"}}, ds]) == ("ds/d", "n")
+    with pytest.raises(InvalidInput):
+        steps.rollout_target([{"kind": "Service", "metadata": {"name": "s"}}])
