@@ -34,8 +34,8 @@ class Sim:
                               topology_key=TOPO, topology_domains=2),
                    PoolConfig(name="a100", count=2, gpus_per_node=8, gpu_product="NVIDIA-A100")],
             timings=Timings(pull_gbps=100.0, image_gb=0.1, container_start_s=1.0, weight_gb=0.0)))
-        # Pod IPs (127.1.x.y) repeat in every embedded cluster; other test processes may run one at the
-        # same moment, so each test serves on its own random port and the side channel on an ephemeral one.
+        # Each embedded cluster picks a random pod network (127.N.x.y); a random serving port and an
+        # ephemeral side channel make a clash with a parallel test process even less likely.
         self.port = random.randint(20_000, 60_000)
         self.hook = EnginePodHook(side_channel_port=0)
         self.cluster.pod_hooks.append(self.hook)
@@ -103,7 +103,8 @@ def test_lws_target_passes_every_check(sim: Sim):
     assert checks["placement"][0].passed and "4 pod(s) in 2 group(s)" in checks["placement"][0].detail
     urls = {c.target for c in checks["health"]}
     assert len(urls) == 2 and all("pod llm-" in u for u in urls)
-    assert all(h.host.startswith("127.1.") for h in sim.hook.engines.values())  # pod IPs, not 127.0.0.1
+    net = f"127.{sim.cluster.kubelet.pod_network}."
+    assert all(h.host.startswith(net) for h in sim.hook.engines.values())  # pod IPs, not 127.0.0.1
 
 
 def test_placement_on_the_wrong_pool_fails(sim: Sim):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -167,6 +168,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log is structured (ApiServer.request_log); no stderr noise
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            self.close_connection = True  # a client killed mid-request (TLS handshake, request line)
+
     def do_GET(self) -> None:
         self._serve("GET")
 
@@ -238,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error_status(err)
         except InvalidInput as err:  # an unparsable body (bad YAML/JSON, bomb, non-UTF-8)
             self.send_error_status(BadRequest(str(err)))
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):  # the client went away (killed)
             self.close_connection = True
         except Exception as err:  # a bug must cost one request a 500, never the connection thread
             self.close_connection = True

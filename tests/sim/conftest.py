@@ -1,0 +1,13 @@
+"""Fixtures for the embedded cluster's tests: a small GPU cluster in virtual time."""
+
+from __future__ import annotations
+
+import pytest
+from sim_helpers import small_config
+
+from controller.sim.cluster import Cluster
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    return Cluster(small_config())

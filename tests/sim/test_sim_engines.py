@@ -1,0 +1,42 @@
+"""``serve_engines``: the cluster plugs the stand-in engine into its pod hooks, so a leader pod
+really serves HTTP on its loopback pod IP while it runs, and stops when the pod goes."""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.error
+import urllib.request
+
+import pytest
+from sim_helpers import available, make_lws, small_config
+
+from controller.api import labels as L
+from controller.sim.cluster import Cluster
+from controller.sim.faults import Fault, inject
+from controller.sim.lws_controller import LWS
+
+
+def test_leader_pods_serve_on_their_pod_ip():
+    cfg = small_config(nodes=2, domains=1)
+    cfg.serve_engines = True
+    c = Cluster(cfg)
+    port = random.randint(20_000, 60_000)  # pod IPs repeat across clusters: a port of our own
+    lws = make_lws("demo", replicas=1, size=2, gpus=8)
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] = {
+        L.SERVING_PORT: str(port)}
+    c.store.create(LWS, lws)
+    try:
+        c.run_until(available(), 3600)
+        ip = c.store.get("pods", "default", "demo-0")["status"]["podIP"]
+        with urllib.request.urlopen(f"http://{ip}:{port}/v1/models", timeout=5) as r:
+            assert json.load(r)["object"] == "list"
+        worker_ip = c.store.get("pods", "default", "demo-0-1")["status"]["podIP"]
+        with pytest.raises(urllib.error.URLError):  # workers hold shards, they serve nothing
+            urllib.request.urlopen(f"http://{worker_ip}:{port}/v1/models", timeout=2)
+        inject(c, Fault(kind="delete-pod", pod="demo-0"))
+        c.settle()
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(f"http://{ip}:{port}/v1/models", timeout=2)
+    finally:
+        c.close()

@@ -1,0 +1,107 @@
+"""Gang placement, exclusive topology and node scoring of the embedded scheduler."""
+
+from __future__ import annotations
+
+import pytest
+from sim_helpers import NS, TOPO, available, make_lws, small_config
+
+from controller.api import labels as L
+from controller.sim.cluster import Cluster
+from controller.sim.faults import Fault, inject
+from controller.sim.lws_controller import LWS
+
+
+def _node(c: Cluster, pod: str) -> str | None:
+    return c.store.get("pods", NS, pod)["spec"].get("nodeName")
+
+
+def test_gang_places_all_pods_of_a_group_or_none():
+    """A group that does not fit entirely gets no node at all (and a FailedScheduling event)."""
+    c = Cluster(small_config(nodes=4, domains=1))
+    c.store.create(LWS, make_lws("hog", replicas=1, size=1))
+    c.settle()
+    c.store.create(LWS, make_lws("demo", replicas=2, size=2))
+    c.advance(600)
+    scheduled = {p: _node(c, p) for p in ("demo-0", "demo-0-1", "demo-1", "demo-1-1")}
+    placed = [p for p, n in scheduled.items() if n]
+    assert placed in (["demo-0", "demo-0-1"], ["demo-1", "demo-1-1"])  # one whole group, not 3 pods
+    stuck = "demo-1" if "demo-0" in placed else "demo-0"
+    ev = [e for e in c.store.list("events", NS)[0] if e["reason"] == "FailedScheduling"]
+    assert ev and ev[0]["involvedObject"]["name"] == stuck and ev[0]["type"] == "Warning"
+    c.store.delete(LWS, NS, "hog")  # capacity comes back: the whole group schedules
+    c.run_until(available("demo"), 3600)
+    assert len({_node(c, p) for p in scheduled}) == 4
+
+
+def test_exclusive_topology_one_group_per_domain():
+    """§a exclusive-topology: each group in one domain, no two groups share a domain; workers follow."""
+    c = Cluster(small_config(nodes=8, domains=4))
+    c.store.create(LWS, make_lws("demo", replicas=5, size=2, gpus=1,
+                                 annotations={L.EXCLUSIVE_TOPOLOGY: TOPO}))
+    c.advance(1200)
+    node_domain = {n["metadata"]["name"]: n["metadata"]["labels"][TOPO] for n in c.store.iter_raw("nodes")
+                   if TOPO in n["metadata"]["labels"]}
+    domains: dict[str, set[str]] = {}
+    for g in range(5):
+        nodes = [_node(c, f"demo-{g}")] + ([_node(c, f"demo-{g}-1")]
+                                            if c.store.try_get("pods", NS, f"demo-{g}-1") else [])
+        if nodes[0] is None:
+            continue
+        assert len({node_domain[n] for n in nodes if n}) == 1  # the group sits in one domain
+        domains.setdefault(node_domain[nodes[0]], set()).add(str(g))
+    assert len(domains) == 4 and all(len(v) == 1 for v in domains.values())
+    unplaced = [g for g in range(5) if _node(c, f"demo-{g}") is None]
+    assert len(unplaced) == 1
+    # the unscheduled leader has no worker sts yet: workers follow the leader's domain (§a)
+    assert c.store.try_get("statefulsets.apps", NS, f"demo-{unplaced[0]}") is None
+    leader = c.store.get("pods", NS, "demo-0")
+    assert leader["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "topologyKey"] == TOPO
+    worker = c.store.get("pods", NS, "demo-0-1") if c.store.try_get("pods", NS, "demo-0-1") else None
+    if worker is not None:
+        assert worker["spec"]["nodeSelector"][TOPO] == node_domain[_node(c, "demo-0")]
+
+
+@pytest.mark.parametrize(("scoring", "expect"), [("binpack", "gpu-0001"), ("spread", "gpu-0000")])
+def test_binpack_prefers_fewest_free_gpus_not_highest_utilisation(scoring: str, expect: str):
+    """Binpack picks the node with the FEWEST FREE GPUs that fits: a node that lost 4 GPUs (4 free,
+    0% used) beats a node with 3 of 8 used (5 free, 37.5% used) which utilisation scoring would pick."""
+    c = Cluster(small_config(nodes=2, domains=1, scoring=scoring))
+    c.store.create(LWS, make_lws("filler", replicas=1, size=1, gpus=3))
+    c.settle()
+    assert _node(c, "filler-0") == "gpu-0000"
+    inject(c, Fault(kind="gpu-loss", node="gpu-0001", gpus=4))
+    assert c.store.get("nodes", "", "gpu-0001")["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    c.store.create(LWS, make_lws("demo", replicas=1, size=1, gpus=4))
+    c.settle()
+    assert _node(c, "demo-0") == expect
+
+
+def test_node_selector_and_taints_filter_nodes():
+    """Pods without a GPU toleration never land on tainted GPU nodes; nodeSelector is honoured."""
+    c = Cluster(small_config(nodes=2, domains=1))
+    plain = make_lws("web", replicas=2, size=1, gpus=0)
+    tpl = plain["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    tpl.pop("tolerations")
+    tpl["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    c.store.create(LWS, plain)
+    pinned = make_lws("pinned", replicas=1, size=1, gpus=1)
+    pinned["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["nodeSelector"] = {
+        "kubernetes.io/hostname": "gpu-0001"}
+    c.store.create(LWS, pinned)
+    c.run_until(lambda cl: available("web")(cl) and available("pinned")(cl), 3600)
+    assert {_node(c, "web-0"), _node(c, "web-1")} <= {"cpu-0000", "cpu-0001"}
+    assert _node(c, "pinned-0") == "gpu-0001"
+
+
+def test_default_cluster_shape():
+    """ClusterConfig.default(): a CPU pool and 16 x 8 H100-80GB nodes in 4 topology blocks."""
+    c = Cluster()
+    gpu = [n for n in c.store.iter_raw("nodes") if n["metadata"]["labels"][L.NODE_POOL] == "h100x8"]
+    assert len(gpu) == 16
+    labels = gpu[0]["metadata"]["labels"]
+    assert labels[L.GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3" and labels["kubernetes.io/hostname"]
+    assert gpu[0]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert len({n["metadata"]["labels"][TOPO] for n in gpu}) == 4
+    assert gpu[0]["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
+    assert any(n["metadata"]["labels"][L.NODE_POOL] == "cpu" for n in c.store.iter_raw("nodes"))
