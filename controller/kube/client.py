@@ -1,0 +1,209 @@
+"""`Kube`: REST calls through the official client's ApiClient, with retries and error translation.
+
+Why ``ApiClient.call_api`` rather than the generated per-kind APIs: the controller touches CRDs and
+core kinds alike and needs explicit content types (merge patch, server-side apply); ``call_api``
+still gives the official client's kubeconfig/in-cluster auth, TLS and connection pooling.
+
+Retries: 429 and 5xx (and dropped connections) are retried with exponential backoff and full
+jitter, never shorter than the server's ``Retry-After``; the number of attempts is bounded. 409
+Conflict is not retried here (a blind retry would overwrite someone's change): callers re-read and
+retry through :meth:`Kube.read_modify_write`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client as kclient
+from kubernetes import config as kconfig
+from kubernetes.client.exceptions import ApiException
+
+from controller.errors import ApiError, Conflict, InvalidInput, ServerError, TooManyRequests, api_error_for
+from controller.kube.resources import Resource
+
+log = logging.getLogger("lwsflow.kube")
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+RETRYABLE = (TooManyRequests, ServerError)
+
+
+def translate(exc: ApiException) -> ApiError:
+    """An ``ApiException`` as the matching :mod:`controller.errors` class (message from the Status)."""
+    message, reason = exc.reason or "", ""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            doc = json.loads(body)
+            message, reason = doc.get("message") or message, doc.get("reason") or ""
+        except (ValueError, AttributeError):
+            message = str(body)[:200]
+    retry_after = None
+    headers = getattr(exc, "headers", None) or {}
+    if headers.get("Retry-After"):
+        try:
+            retry_after = float(headers["Retry-After"])
+        except ValueError:
+            retry_after = None
+    if not exc.status:  # transport-level failure reported by the client as status 0
+        return ServerError(message or "connection failed")
+    return api_error_for(int(exc.status), message, reason, retry_after=retry_after)
+
+
+class Kube:
+    """One cluster connection. Thread-safe for concurrent calls (the client's pool is)."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, attempts: int = 8, base_delay: float = 0.05,
+                 max_delay: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> None:
+        self.api = api_client
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self.requests: Counter[str] = Counter()  # verb -> count, including retried attempts
+        self.retries = 0
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> Kube:
+        """From ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), else the in-cluster service account."""
+        cfg = kclient.Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        try:
+            if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+                if path and not os.path.exists(path):
+                    raise InvalidInput(f"{path}: no such file", field="kubeconfig")
+                kconfig.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+            else:
+                kconfig.load_incluster_config(client_configuration=cfg)
+        except kconfig.ConfigException as exc:
+            raise InvalidInput(f"cannot load cluster config: {exc}", field="kubeconfig") from exc
+        # urllib3 would otherwise retry 429/503 itself (sleeping on Retry-After, invisibly, and
+        # on top of our bounded policy): one retry layer, this one, that counts and reports.
+        cfg.retries = False
+        return cls(kclient.ApiClient(cfg), **kw)
+
+    @property
+    def total_requests(self) -> int:
+        with self._lock:
+            return sum(self.requests.values())
+
+    # -- raw request -------------------------------------------------------------------------------
+    def request(self, method: str, path: str, *, body: Any = None, query: dict | None = None,
+                content_type: str = "application/json", preload: bool = True,
+                timeout: float | None = None) -> Any:
+        """One API call with bounded retries on 429/5xx/dropped connections; returns the JSON body."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        verb = "watch" if (query or {}).get("watch") else method.lower()
+        for attempt in range(1, self.attempts + 1):
+            with self._lock:
+                self.requests[verb] += 1
+            try:
+                resp = self.api.call_api(
+                    path, method, query_params=params, header_params=dict(headers), body=body,
+                    auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
+                    _request_timeout=timeout)
+            except ApiException as exc:
+                err, cause = translate(exc), exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                err, cause = ServerError(f"connection failed: {type(exc).__name__}"), exc
+            else:
+                if not preload:
+                    return resp
+                try:
+                    data = resp.data
+                finally:
+                    resp.release_conn()
+                return json.loads(data) if data else {}
+            if not isinstance(err, RETRYABLE) or attempt == self.attempts:
+                raise err from cause
+            self._backoff(attempt, err)
+        raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, err: ApiError) -> None:
+        # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After.
+        cap = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        delay = self._rng.uniform(0, cap)
+        if err.retry_after is not None:
+            delay = max(delay, min(err.retry_after, self.max_delay * 4))
+        with self._lock:
+            self.retries += 1
+        log.debug("retry %d after %s in %.2fs", attempt, err, delay)
+        self._sleep(delay)
+
+    # -- typed verbs -------------------------------------------------------------------------------
+    def get(self, res: Resource, namespace: str, name: str) -> dict:
+        return self.request("GET", res.path(namespace, name))
+
+    def list(self, res: Resource, namespace: str | None = None, *, label_selector: str = "",
+             field_selector: str = "") -> tuple[list[dict], str]:
+        """Items and the list's resourceVersion (to start a watch from)."""
+        doc = self.request("GET", res.path(namespace), query={
+            "labelSelector": label_selector or None, "fieldSelector": field_selector or None})
+        return list(doc.get("items") or []), str((doc.get("metadata") or {}).get("resourceVersion") or "")
+
+    def create(self, res: Resource, namespace: str, obj: dict) -> dict:
+        return self.request("POST", res.path(namespace), body=obj)
+
+    def delete(self, res: Resource, namespace: str, name: str, *, uid: str = "") -> dict:
+        """DELETE, with a UID precondition when given (never delete a recreated namesake)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
+        return self.request("DELETE", res.path(namespace, name), body=body)
+
+    def merge_patch(self, res: Resource, namespace: str, name: str, patch: dict, *,
+                    field_manager: str = "", subresource: str = "") -> dict:
+        """JSON merge patch. Put ``metadata.resourceVersion`` in ``patch`` to make it conditional."""
+        return self.request("PATCH", res.path(namespace, name, subresource), body=patch,
+                            content_type=MERGE_PATCH, query={"fieldManager": field_manager or None})
+
+    def json_patch(self, res: Resource, namespace: str, name: str, ops: list[dict], *,
+                   field_manager: str = "") -> dict:
+        return self.request("PATCH", res.path(namespace, name), body=ops, content_type=JSON_PATCH,
+                            query={"fieldManager": field_manager or None})
+
+    def apply(self, res: Resource, obj: dict, *, field_manager: str, force: bool = True) -> dict:
+        """Server-side apply of ``obj`` (sent as JSON, which is YAML) under ``field_manager``."""
+        meta = obj.get("metadata") or {}
+        return self.request("PATCH", res.path(meta.get("namespace"), meta["name"]),
+                            body=obj, content_type=APPLY_PATCH,
+                            query={"fieldManager": field_manager, "force": "true" if force else None})
+
+    def read_modify_write(self, res: Resource, namespace: str, name: str,
+                          make_patch: Callable[[dict], dict | None], *, field_manager: str = "",
+                          attempts: int = 10, current: dict | None = None) -> dict:
+        """Re-read and retry on 409: ``make_patch(current)`` returns a merge patch (None: nothing to do).
+
+        The patch carries the read resourceVersion, so a concurrent writer makes it fail with 409
+        instead of being silently overwritten; then the object is read again and the patch rebuilt.
+        ``current``: a copy just seen (e.g. from a watch) to try first, saving a GET on the hot path.
+        """
+        for attempt in range(1, attempts + 1):
+            cur = current if attempt == 1 and current is not None else self.get(res, namespace, name)
+            patch = make_patch(cur)
+            if patch is None:
+                return cur
+            patch.setdefault("metadata", {})["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            try:
+                return self.merge_patch(res, namespace, name, patch, field_manager=field_manager)
+            except Conflict:
+                if attempt == attempts:
+                    raise
+                self._sleep(self._rng.uniform(0, self.base_delay * attempt))
+        raise AssertionError("unreachable")
+
+    def get_json(self, path: str) -> dict:
+        """GET any path on the API server (e.g. the embedded cluster's ``/lwsflow/v1/clock``)."""
+        return self.request("GET", path)

@@ -1,0 +1,36 @@
+"""The API resources the controller touches, as REST path builders (one table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource: ``group`` is "" for the core group."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+LWS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+DS = Resource("disaggregatedset.x-k8s.io", "v1", "disaggregatedsets")
+POD = Resource("", "v1", "pods")
+NODE = Resource("", "v1", "nodes", namespaced=False)
+EVENT = Resource("", "v1", "events")
+STATEFULSET = Resource("apps", "v1", "statefulsets")
+
+BY_KIND = {"LeaderWorkerSet": LWS, "DisaggregatedSet": DS}

@@ -1,0 +1,183 @@
+"""The stage gate: does the cluster prove a stage healthy? (pure, on the wire-form dicts)
+
+Per lws-semantics §c: status counters include surge groups and ``UpdateInProgress`` can stay True,
+stale, while the last groups turn ready. So a stage with user partition ``P`` passes only when
+``observedGeneration == generation``, ``Available`` is True for this generation and
+``UpdateInProgress`` is not True, every existing group (surge included) is ready, the non-surge
+updated count has reached the stage target, and, at the last stage, the full equality
+``spec.replicas == status.replicas == status.readyReplicas == status.updatedReplicas`` holds (which
+also proves the surge groups were reclaimed). The predicates of :mod:`controller.api.status` (the
+one source of truth for the LWS semantics) must agree: the named checks here say *why* not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.api import labels as L
+from controller.api import status as apistatus
+from controller.api.common import resolve_int_or_percent
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Whether a gate passed, and every check with its observed numbers (for events and reports)."""
+
+    passed: bool
+    checks: dict[str, bool] = field(default_factory=dict)
+    detail: str = ""
+
+    def failing(self) -> list[str]:
+        return [k for k, ok in self.checks.items() if not ok]
+
+
+def _cond(obj: dict, ctype: str) -> dict | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def _ruc(obj: dict) -> dict:
+    return ((obj.get("spec") or {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+
+
+def replicas(obj: dict) -> int:
+    """``spec.replicas`` with the CRD default of 1."""
+    r = (obj.get("spec") or {}).get("replicas")
+    return 1 if r is None else int(r)
+
+
+def partition(obj: dict) -> int:
+    """The user partition (``rollingUpdateConfiguration.partition``, default 0)."""
+    return int(_ruc(obj).get("partition") or 0)
+
+
+def max_surge(obj: dict) -> int:
+    """Resolved maxSurge (percent rounds up, capped at replicas), as the LWS controller computes it."""
+    r = replicas(obj)
+    return min(r, resolve_int_or_percent(_ruc(obj).get("maxSurge"), r, round_up=True, default=0))
+
+
+def max_unavailable(obj: dict) -> int:
+    """Resolved maxUnavailable (percent rounds down, default 1)."""
+    return resolve_int_or_percent(_ruc(obj).get("maxUnavailable", 1), replicas(obj), round_up=False,
+                                  default=1)
+
+
+def floor(obj: dict) -> int:
+    """The availability floor: ready groups must not drop below ``replicas - maxUnavailable``."""
+    return max(0, replicas(obj) - max_unavailable(obj))
+
+
+def counters(obj: dict) -> dict[str, int]:
+    """The numbers the gate reads, in one dict (reports and events print it)."""
+    st = obj.get("status") or {}
+    r = replicas(obj)
+    sreplicas = int(st.get("replicas") or 0)
+    surge = max(0, sreplicas - r)
+    return {
+        "generation": int((obj.get("metadata") or {}).get("generation") or 0),
+        "observedGeneration": int(st.get("observedGeneration") or 0),
+        "specReplicas": r,
+        "replicas": sreplicas,
+        "readyReplicas": int(st.get("readyReplicas") or 0),
+        "updatedReplicas": int(st.get("updatedReplicas") or 0),
+        "surge": surge,
+        # updatedReplicas counts surge groups (they are created on the new template): take them out
+        "updatedNonSurge": max(0, int(st.get("updatedReplicas") or 0) - surge),
+        "partition": partition(obj),
+    }
+
+
+def status_current(obj: dict) -> bool:
+    """The status was computed for the current generation."""
+    c = counters(obj)
+    return c["observedGeneration"] == c["generation"]
+
+
+def pod_ready(pod: dict) -> bool:
+    """The pod's Ready condition is True."""
+    return any(cond.get("type") == "Ready" and cond.get("status") == "True"
+               for cond in (pod.get("status") or {}).get("conditions") or [])
+
+
+def lws_stage_gate(obj: dict, target_groups: int) -> GateResult:
+    """Gate for a stage that must have ``target_groups`` highest-ordinal groups updated and ready."""
+    c = counters(obj)
+    gen = c["generation"]
+    avail = _cond(obj, L.COND_AVAILABLE)
+    uip = _cond(obj, L.COND_UPDATE_IN_PROGRESS)
+    avail_gen = avail.get("observedGeneration") if avail else None
+    final = target_groups >= c["specReplicas"]
+    checks = {
+        "observedGeneration": c["observedGeneration"] == gen and gen > 0,
+        "available": bool(avail and avail.get("status") == "True"
+                          and (avail_gen is None or int(avail_gen) == gen)),
+        "notUpdateInProgress": not (uip and uip.get("status") == "True"),
+        "allGroupsExist": c["replicas"] >= c["specReplicas"],
+        "everyGroupReady": c["readyReplicas"] == c["replicas"],
+        "updatedReachedTarget": c["updatedNonSurge"] >= target_groups,
+    }
+    if final:
+        checks["fullEquality"] = (c["specReplicas"] == c["replicas"] == c["readyReplicas"]
+                                  == c["updatedReplicas"])
+    checks["statusPredicate"] = (apistatus.lws_fully_rolled(obj) if final else
+                                 apistatus.lws_stage_complete(obj, c["specReplicas"] - target_groups))
+    passed = all(checks.values())
+    detail = (f"target={target_groups} replicas={c['replicas']}/{c['specReplicas']} "
+              f"ready={c['readyReplicas']} updated={c['updatedReplicas']} surge={c['surge']} "
+              f"gen={c['observedGeneration']}/{gen}")
+    return GateResult(passed, checks, detail)
+
+
+def lws_fully_rolled(obj: dict) -> GateResult:
+    """The last-stage gate (also used to confirm a rollback): every group updated and ready."""
+    return lws_stage_gate(obj, replicas(obj))
+
+
+def ds_role_targets(obj: dict) -> dict[str, int]:
+    """Desired groups per DS role: ``replicas`` (default 1) times ``slices`` (Static roles)."""
+    spec = obj.get("spec") or {}
+    slices = int(spec.get("slices") or 1)
+    out: dict[str, int] = {}
+    for role in spec.get("roles") or []:
+        rspec = role.get("spec") or {}
+        r = rspec.get("replicas")
+        out[role["name"]] = (1 if r is None else int(r)) * slices
+    return out
+
+
+def ds_gate(obj: dict) -> GateResult:
+    """DS gate: per role ``desired == replicas == readyReplicas == updatedReplicas`` (§f), Available."""
+    st = obj.get("status") or {}
+    gen = int((obj.get("metadata") or {}).get("generation") or 0)
+    roles = {r.get("name"): r for r in st.get("roleStatuses") or []}
+    checks: dict[str, bool] = {"observedGeneration": int(st.get("observedGeneration") or 0) == gen}
+    parts = []
+    for name, desired in ds_role_targets(obj).items():
+        rs = roles.get(name) or {}
+        got = (int(rs.get("replicas") or 0), int(rs.get("readyReplicas") or 0),
+               int(rs.get("updatedReplicas") or 0))
+        checks[f"role:{name}"] = got == (desired, desired, desired)
+        parts.append(f"{name}={got[0]}/{got[1]}/{got[2]} of {desired}")
+    avail = _cond(obj, L.COND_AVAILABLE)
+    checks["available"] = bool(avail and avail.get("status") == "True")
+    checks["statusPredicate"] = apistatus.ds_fully_rolled(obj)
+    return GateResult(all(checks.values()), checks, " ".join(parts))
+
+
+def ds_role_ready_groups(obj: dict) -> dict[str, int]:
+    """Ready groups per role from ``status.roleStatuses`` (for the floor and reports)."""
+    return {r.get("name", ""): int(r.get("readyReplicas") or 0)
+            for r in (obj.get("status") or {}).get("roleStatuses") or []}
+
+
+def summary(obj: dict) -> dict[str, Any]:
+    """A compact status line for logs: counters plus condition states."""
+    c = counters(obj)
+    for t in (L.COND_AVAILABLE, L.COND_PROGRESSING, L.COND_UPDATE_IN_PROGRESS):
+        cond = _cond(obj, t)
+        c[t] = cond.get("status") if cond else "-"  # type: ignore[assignment]
+    return c

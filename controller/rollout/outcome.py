@@ -1,0 +1,38 @@
+"""How a rollout ends (:class:`Outcome`) and the signals the engine's steps raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.rollout.report import RolloutReport
+
+SUCCEEDED, ROLLED_BACK, FAILED, ABORTED, PAUSED = "succeeded", "rolled-back", "failed", "aborted", "paused"
+
+
+@dataclass
+class Outcome:
+    """How a rollout ended; ``exit_code`` is what the CLI returns."""
+
+    result: str
+    message: str
+    report: RolloutReport
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.result == SUCCEEDED else 1
+
+
+class Interrupted(Exception):
+    """Raised by an ``on_step`` callback to stop the engine between two steps (tests, Ctrl-C)."""
+
+
+class StageFailed(Exception):
+    """A stage did not pass (deadline, hook, guard); carries the reason for events and the report."""
+
+
+class Replan(Exception):
+    """Stop waiting and ask the planner again (pause, abort, a foreign change, a conflict)."""
+
+
+class ForeignTemplate(Exception):
+    """The template is neither this rollout's target nor the previous one: someone else is rolling."""

@@ -1,0 +1,154 @@
+"""Coordinated rollout of a prefill/decode pair rendered as two LWS (``pdMode: lws-pair``).
+
+Both roles move through the same stage fractions. At each stage **decode goes first** (so every
+updated prefill group finds an updated decode group to hand off to), then prefill, each gated on its
+own equality. Throughout, the ready prefill:decode ratio must stay within one group of the target
+ratio (the max-skew gate, :func:`skew`): a stage does not pass while the skew is above one, and the
+largest skew seen is reported. Rollback goes in reverse order: prefill first, then decode.
+
+Each LWS keeps its own persisted state, so a restarted coordinator resumes each role at its own
+stage: a role that already passed stage k is not moved again until the other has caught up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from controller.api import labels as L
+from controller.clock import Clock
+from controller.errors import Conflict, InvalidInput
+from controller.kube.client import Kube
+from controller.kube.events import EventRecorder
+from controller.kube.resources import LWS
+from controller.rollout import gate, state
+from controller.rollout.engine import FAILED, ROLLED_BACK, SUCCEEDED, LwsRollout, Outcome, RolloutOptions
+from controller.rollout.report import RolloutReport
+from controller.rollout.stages import resolve_stages, scale_fraction
+
+log = logging.getLogger("lwsflow.rollout.pd")
+ROLES = ("decode", "prefill")  # the order each stage moves in
+
+
+def skew(ready_prefill: int, ready_decode: int, replicas_prefill: int, replicas_decode: int) -> float:
+    """How far the ready ratio is from the target, in groups of whichever role is closer to fixing it.
+
+    ``min(|p - ratio*d|, |d - p/ratio|)``: 0 when exactly on ratio, 1 when moving one group of
+    either role restores it. E.g. target 6:2 with decode at 1 ready reads 1 (one decode group off).
+    """
+    if replicas_prefill <= 0 or replicas_decode <= 0:
+        return 0.0
+    ratio = replicas_prefill / replicas_decode
+    return round(min(abs(ready_prefill - ratio * ready_decode),
+                     abs(ready_decode - ready_prefill / ratio)), 6)
+
+
+def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, dict]:
+    """The pair's two LWS by ``lwsflow.io/pd-pair=<pair>`` and their ``lwsflow.io/role`` label."""
+    items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
+    out = {((o["metadata"].get("labels") or {}).get(L.ROLE) or ""): o for o in items}
+    if set(ROLES) - out.keys():
+        raise InvalidInput(f"pair {namespace}/{pair}: need one LWS labelled {L.ROLE}=prefill and one "
+                           f"=decode with {L.PD_PAIR}={pair}, found roles {sorted(out)}", field="target")
+    return {r: out[r] for r in ROLES}
+
+
+class PairRollout:
+    """Drives the decode and prefill LWS of one pair stage by stage (see module docstring)."""
+
+    def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
+                 manifests: dict[str, dict] | None = None,
+                 on_step: Callable[[str], None] | None = None) -> None:
+        self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
+        live = find_pair(kube, namespace, pair)
+        manifests = manifests or {}
+        reps = {r: gate.replicas(manifests.get(r) or live[r]) for r in ROLES}
+        base = max(ROLES, key=lambda r: reps[r])
+        other = next(r for r in ROLES if r != base)
+        tb = resolve_stages(opts.stages, reps[base])
+        targets = {base: tb, other: scale_fraction(tb, reps[base], reps[other])}
+        self.report = RolloutReport("LeaderWorkerSetPair", namespace, pair, stages_spec=opts.stages,
+                                    targets=tb)
+        self.events = EventRecorder(kube, clock.now)
+        self.latest: dict[str, dict] = dict(live)
+        self.replicas = reps
+        self.max_skew = 0.0
+        self.engines: dict[str, LwsRollout] = {}
+        for role in ROLES:
+            ropts = RolloutOptions(**{**opts.__dict__, "targets": targets[role],
+                                      "chain_partitions": False, "defer_failure": True})
+            self.engines[role] = LwsRollout(
+                kube, namespace, live[role]["metadata"]["name"], ropts, clock,
+                manifest=manifests.get(role), recorder=self.events, report=self.report, role=role,
+                on_step=on_step, extra_guard=self._guard_for(role))
+        self.n = len(tb)
+
+    def _guard_for(self, role: str) -> Callable[[dict], str | None]:
+        def guard(obj: dict) -> str | None:
+            self.latest[role] = obj
+            s = self._skew()
+            return f"prefill:decode skew {s:g} > 1" if s > 1 else None
+        return guard
+
+    def _skew(self) -> float:
+        ready = {r: gate.counters(self.latest[r])["readyReplicas"] for r in ROLES}
+        s = skew(ready["prefill"], ready["decode"], self.replicas["prefill"], self.replicas["decode"])
+        self.max_skew = max(self.max_skew, s)
+        self.report.max_pd_skew = self.max_skew
+        return s
+
+    def run(self) -> Outcome:
+        """Start both roles, move them stage by stage decode-first, roll back prefill-first on failure."""
+        for role in ROLES:
+            self.latest[role] = self.kube.get(LWS, self.ns, self.engines[role].name)
+        if any(state.RolloutState.from_object(o).phase == state.ROLLING_BACK
+               for o in self.latest.values()):
+            return self._rollback("resuming an interrupted rollback")
+        for k in range(self.n):
+            for role in ROLES:
+                out = self._advance(role, k)
+                if out is not None and out.result != SUCCEEDED:
+                    if out.result == FAILED:
+                        return self._rollback(f"{role}: {out.message}")
+                    return self._finish(out)
+        return self._finish(Outcome(SUCCEEDED, f"pair {self.pair}: both roles rolled out", self.report))
+
+    def _advance(self, role: str, k: int) -> Outcome | None:
+        """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome)."""
+        eng = self.engines[role]
+        conflicts = 0
+        while True:
+            try:
+                out = eng.step(until_stage=k)
+            except Conflict:  # re-read and re-plan (see LwsRollout.run)
+                conflicts += 1
+                if conflicts > 50:
+                    raise
+                continue
+            self.latest[role] = eng.obj
+            if out is not None:
+                return out
+            if eng.phase() == state.RUNNING and eng.passed() > k:
+                return None
+
+    def _rollback(self, reason: str) -> Outcome:
+        if self.opts_no_rollback():
+            for role in ROLES:
+                self.engines[role].pause(reason)
+            return self._finish(Outcome("paused", f"pair {self.pair} paused for a human: {reason}",
+                                        self.report))
+        results = [self.engines[role].rollback(reason) for role in reversed(ROLES)]  # prefill first
+        ok = all(r.result == ROLLED_BACK for r in results)
+        return self._finish(Outcome(ROLLED_BACK if ok else FAILED,
+                                    f"pair {self.pair} {'rolled back' if ok else 'rollback failed'}: "
+                                    f"{reason}", self.report))
+
+    def opts_no_rollback(self) -> bool:
+        return self.engines["decode"].opts.no_rollback
+
+    def _finish(self, out: Outcome) -> Outcome:
+        r = self.report
+        r.result, r.message, r.ended = out.result, out.message, self.clock.now()
+        r.api_requests, r.api_retries = self.kube.total_requests, self.kube.retries
+        r.events = list(self.events.recorded)
+        return Outcome(out.result, out.message, r)

@@ -1,0 +1,215 @@
+"""The library behind ``lwsflow rollout``: targets, manifests, the capacity check, pause/resume/abort.
+
+The CLI (``pipelines/cli/rollout.py``) only parses arguments and prints; everything it does is a
+function here, usable from a pipeline step or a test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.api import labels as L
+from controller.clock import Clock, ClusterClock, WallClock
+from controller.errors import Forbidden, InvalidInput, NotFound
+from controller.kube.client import Kube
+from controller.kube.resources import DS, LWS, NODE, POD
+from controller.rollout import capacity, gate, state
+from controller.rollout.ds import DsRollout, refuse_pause
+from controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
+from controller.rollout.pd import ROLES, PairRollout, find_pair
+from controller.yamlio import load_yaml_documents
+
+_TARGET = re.compile(r"^(lws|pair|ds)/([a-z0-9]([-a-z0-9]*[a-z0-9])?)$")
+KIND_OF = {"lws": "LeaderWorkerSet", "ds": "DisaggregatedSet", "pair": "LeaderWorkerSet"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """``lws/NAME``, ``pair/NAME`` or ``ds/NAME`` in a namespace."""
+
+    kind: str
+    name: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name} -n {self.namespace}"
+
+
+def parse_target(text: str, namespace: str) -> Target:
+    m = _TARGET.match(text or "")
+    if not m:
+        raise InvalidInput(f"{text!r} is not lws/NAME, pair/NAME or ds/NAME (NAME a DNS label)",
+                           field="target")
+    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", namespace or ""):
+        raise InvalidInput(f"{namespace!r} is not a namespace name", field="namespace")
+    return Target(m.group(1), m.group(2), namespace)
+
+
+def clock_for(kube: Kube) -> Clock:
+    """The embedded cluster's virtual clock when the server offers one, else wall time."""
+    try:
+        kube.get_json("/lwsflow/v1/clock")
+    except (NotFound, Forbidden):  # a real cluster: no such path (403 when RBAC guards it)
+        return WallClock()
+    return ClusterClock(lambda: kube.get_json("/lwsflow/v1/clock"))
+
+
+def load_manifests(path: str | Path, target: Target) -> dict[str, dict]:
+    """The target's documents from ``--manifest``: {"": obj} or, for a pair, {"decode": .., "prefill": ..}."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidInput(f"{path}: no such file", field="manifest")
+    docs = [d for d in load_yaml_documents(p) if isinstance(d, dict)]
+    kind = KIND_OF[target.kind]
+    out: dict[str, dict] = {}
+    for d in docs:
+        if d.get("kind") != kind:
+            continue
+        meta = d.get("metadata") or {}
+        if meta.get("namespace") not in (None, target.namespace):
+            continue
+        if target.kind == "pair":
+            labels = meta.get("labels") or {}
+            if labels.get(L.PD_PAIR) == target.name and labels.get(L.ROLE) in ROLES:
+                out[labels[L.ROLE]] = d
+        elif meta.get("name") == target.name:
+            out[""] = d
+    want = set(ROLES) if target.kind == "pair" else {""}
+    if set(out) != want:
+        raise InvalidInput(f"no {kind} for {target} in the file" + (
+            f" (need {L.ROLE}=prefill and =decode labelled {L.PD_PAIR}={target.name})"
+            if target.kind == "pair" else ""), field="manifest", source=str(path))
+    return out
+
+
+def check_capacity(kube: Kube, lws: dict, auto_budget: bool) -> tuple[dict, str]:
+    """Refuse (InvalidInput, with the numbers) a plan whose surge does not fit, or fall back."""
+    nodes, _ = kube.list(NODE)
+    pods, _ = kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    rep = capacity.check(lws, nodes, pods)
+    if rep.fits:
+        return lws, rep.message
+    if not auto_budget:
+        raise InvalidInput(f"{rep.message}; free GPUs per eligible node {rep.per_node_free or '{}'}; "
+                           "lower maxSurge or pass --auto-budget", field="maxSurge")
+    return capacity.auto_budget(lws)
+
+
+def _refuse_other_manifest(live: dict, doc: dict | None) -> None:
+    """A rollout in progress is resumed, never silently swapped for another manifest."""
+    st = state.RolloutState.from_object(live)
+    if st.active and doc is not None and st.manifest_hash != state.manifest_hash(doc, live):
+        raise InvalidInput(f"rollout {st.id} of another manifest is in progress on "
+                           f"{live['metadata']['name']} ({st.phase}, {st.passed}/{len(st.targets)} "
+                           "stages); resume or abort it first", field="manifest")
+
+
+def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
+        manifest: str | Path | None = None, auto_budget: bool = False,
+        on_step: Callable[[str], None] | None = None, log: Callable[[str], None] = lambda _m: None,
+        ) -> Outcome:
+    """Roll ``target`` out (or resume its rollout) and return the outcome."""
+    docs = load_manifests(manifest, target) if manifest else {}
+    if target.kind == "pair":
+        live = find_pair(kube, target.namespace, target.name)
+        for role in ROLES:
+            _refuse_other_manifest(live[role], docs.get(role))
+            if not state.RolloutState.from_object(live[role]).active:
+                doc = docs.get(role) or live[role]
+                checked, msg = check_capacity(kube, doc, auto_budget)
+                log(f"capacity {role}: {msg}")
+                if checked is not doc:
+                    docs[role] = checked
+        return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
+                           on_step=on_step).run()
+    if target.kind == "ds":
+        _refuse_other_manifest(_get(kube, target), docs.get(""))
+        return DsRollout(kube, target.namespace, target.name, opts, clock, manifest=docs.get(""),
+                         on_step=on_step).run()
+    live = _get(kube, target)
+    doc = docs.get("")
+    _refuse_other_manifest(live, doc)
+    if not state.RolloutState.from_object(live).active:
+        checked, msg = check_capacity(kube, doc or live, auto_budget)
+        log(f"capacity: {msg}")
+        if checked is not (doc or live):
+            if doc is None:  # GitOps: the budget has to change on the live object
+                ruc = checked["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+                kube.merge_patch(LWS, target.namespace, target.name, {"spec": {"rolloutStrategy": {
+                    "rollingUpdateConfiguration": {"maxSurge": ruc["maxSurge"],
+                                                   "maxUnavailable": ruc["maxUnavailable"]}}}},
+                    field_manager=L.FIELD_MANAGER)
+            else:
+                doc = checked
+    return LwsRollout(kube, target.namespace, target.name, opts, clock, manifest=doc,
+                      on_step=on_step).run()
+
+
+def _get(kube: Kube, target: Target) -> dict:
+    res = DS if target.kind == "ds" else LWS
+    try:
+        return kube.get(res, target.namespace, target.name)
+    except NotFound:
+        raise InvalidInput(f"{KIND_OF[target.kind]} {target.namespace}/{target.name} not found",
+                           field="target") from None
+
+
+def _objects(kube: Kube, target: Target) -> list[tuple[object, dict]]:
+    if target.kind == "pair":
+        return [(LWS, o) for o in find_pair(kube, target.namespace, target.name).values()]
+    return [(DS if target.kind == "ds" else LWS, _get(kube, target))]
+
+
+def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> list[dict]:
+    """Write ``paused``/``abort`` on the target's objects (only while a rollout is active)."""
+    if target.kind == "ds" and flags.get("paused"):
+        refuse_pause()
+    out = []
+    for res, obj in _objects(kube, target):
+        st = state.RolloutState.from_object(obj)
+        if not st.active:
+            raise InvalidInput(f"{obj['metadata']['name']}: no rollout in progress "
+                               f"(last: {st.phase or 'none'})", field="target")
+        changes = dict(flags)
+        ann = state.RolloutState(**changes)  # type: ignore[arg-type]
+        keys = tuple(changes)
+        if flags.get("paused") is False:  # resume: a fresh progress deadline from now
+            from datetime import UTC, datetime
+            ann.stage_started = datetime.fromtimestamp(clock_now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            keys = (*keys, "stage_started")
+        patch = {"metadata": {"annotations": ann.annotations(keys)}}
+        out.append(kube.merge_patch(res, target.namespace, obj["metadata"]["name"], patch,  # type: ignore[arg-type]
+                                    field_manager=L.FIELD_MANAGER))
+    return out
+
+
+def status(kube: Kube, target: Target) -> list[dict]:
+    """The persisted state and the live gate numbers of the target's objects."""
+    rows = []
+    for _res, obj in _objects(kube, target):
+        st = state.RolloutState.from_object(obj)
+        row = {"name": obj["metadata"]["name"], "id": st.id, "phase": st.phase or "none",
+               "stages": st.stages, "targets": st.targets, "passed": st.passed, "paused": st.paused,
+               "reason": st.reason, "updated": st.updated}
+        if target.kind == "ds":
+            row["gate"] = gate.ds_gate(obj).detail
+        else:
+            row["partition"] = gate.partition(obj)
+            row["gate"] = gate.summary(obj)
+        rows.append(row)
+    return rows
+
+
+def options_from_state(kube: Kube, target: Target, base: RolloutOptions) -> RolloutOptions:
+    """For resume/abort: the stages, bake and deadline the rollout was started with."""
+    _res, obj = _objects(kube, target)[0]
+    st = state.RolloutState.from_object(obj)
+    if not st.active:
+        raise InvalidInput(f"{target}: no rollout in progress (last: {st.phase or 'none'})",
+                           field="target")
+    base.stages, base.bake_s, base.deadline_s = st.stages or base.stages, st.bake_s, st.deadline_s
+    base.no_rollback = st.no_rollback
+    return base

@@ -1,0 +1,155 @@
+"""Rollout state persisted on the target object as controller-owned annotations.
+
+Everything a restarted controller needs lives under ``rollout.lwsflow.io/`` on the LWS (or DS)
+itself, so a rollout survives a SIGKILL at any point and rollback never depends on anything outside
+the cluster: the previous template is kept gzip+base64 in an annotation next to the state.
+
+Progress is keyed by ``id`` + stage index: ``passed`` counts the stages whose gate, bake and hooks
+all succeeded, so a restart resumes at stage ``passed`` and never redoes or skips a stage.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.api.labels import ROLLOUT_PREFIX
+
+# Phases. Active ones are resumed by a restarted controller; the others are final.
+STARTING, RUNNING, ROLLING_BACK = "Starting", "Running", "RollingBack"
+SUCCEEDED, ROLLED_BACK, FAILED, ABORTED = "Succeeded", "RolledBack", "Failed", "Aborted"
+ACTIVE = frozenset({STARTING, RUNNING, ROLLING_BACK})
+
+_KEYS = {  # attribute -> annotation suffix
+    "id": "id", "phase": "phase", "stages": "stages", "targets": "targets", "passed": "passed",
+    "target_hash": "target-hash", "previous_hash": "previous-hash",
+    "previous_template": "previous-template", "bake_s": "bake-seconds",
+    "deadline_s": "deadline-seconds", "started": "started", "updated": "updated",
+    "reason": "reason", "paused": "paused", "abort": "abort", "stage_started": "stage-started",
+    "no_rollback": "no-rollback", "last_good": "last-good-template", "manifest_hash": "manifest-hash",
+}
+
+
+def iso(epoch: float) -> str:
+    """Cluster time as the annotations store it (RFC 3339, microseconds, UTC)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch(text: str) -> float | None:
+    """The inverse of :func:`iso`; None for a missing or foreign value."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def template_of(obj: dict) -> dict:
+    """The revision-relevant part of an LWS spec (§b: leaderWorkerTemplate and networkConfig)."""
+    spec = obj.get("spec") or {}
+    if "roles" in spec:  # a DisaggregatedSet: its revision is the roles' templates
+        return {"roles": spec.get("roles")}
+    out = {"leaderWorkerTemplate": spec.get("leaderWorkerTemplate")}
+    if spec.get("networkConfig") is not None:
+        out["networkConfig"] = spec["networkConfig"]
+    return out
+
+
+def template_hash(template: dict) -> str:
+    """A stable hash of a template (canonical JSON); our own, not the LWS revision hash (§b)."""
+    raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def pack(template: dict) -> str:
+    """Template -> compact annotation value (gzip + base64 of canonical JSON)."""
+    raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    return base64.b64encode(gzip.compress(raw, mtime=0)).decode()
+
+
+def unpack(value: str) -> dict:
+    return json.loads(gzip.decompress(base64.b64decode(value)))
+
+
+@dataclass
+class RolloutState:
+    """The persisted rollout record (see module docstring)."""
+
+    id: str = ""
+    phase: str = ""
+    stages: str = ""
+    targets: list[int] = field(default_factory=list)
+    passed: int = 0
+    target_hash: str = ""
+    previous_hash: str = ""
+    previous_template: str = ""
+    bake_s: float = 0.0
+    deadline_s: float = 0.0
+    started: str = ""
+    updated: str = ""
+    reason: str = ""
+    paused: bool = False
+    abort: bool = False
+    stage_started: str = ""
+    no_rollback: bool = False
+    last_good: str = ""
+    manifest_hash: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ACTIVE
+
+    @property
+    def done(self) -> bool:
+        return bool(self.targets) and self.passed >= len(self.targets)
+
+    @classmethod
+    def from_object(cls, obj: dict) -> RolloutState:
+        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = ann.get(ROLLOUT_PREFIX + _KEYS[f.name])
+            if raw is None:
+                continue
+            if f.name == "targets":
+                kw[f.name] = [int(x) for x in raw.split(",") if x]
+            elif f.name == "passed":
+                kw[f.name] = int(raw)
+            elif f.name in ("bake_s", "deadline_s"):
+                kw[f.name] = float(raw)
+            elif f.name in ("paused", "abort", "no_rollback"):
+                kw[f.name] = raw == "true"
+            else:
+                kw[f.name] = raw
+        return cls(**kw)
+
+    def annotations(self, only: tuple[str, ...] = ()) -> dict[str, str | None]:
+        """The annotation patch for this state (``only``: just these attributes)."""
+        out: dict[str, str | None] = {}
+        for name, value in asdict(self).items():
+            if only and name not in only:
+                continue
+            if name == "targets":
+                text = ",".join(str(t) for t in value)
+            elif isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, float):
+                text = f"{value:g}"
+            else:
+                text = str(value)
+            out[ROLLOUT_PREFIX + _KEYS[name]] = text
+        return out
+
+
+def clear_patch() -> dict[str, None]:
+    """Merge-patch annotations that remove the per-rollout fields but keep ``last-good-template``."""
+    return {ROLLOUT_PREFIX + v: None for k, v in _KEYS.items() if k != "last_good"}
+
+
+def manifest_hash(manifest: dict | None, live: dict) -> str:
+    """What a rollout was asked to apply: the manifest's template as written (GitOps: the live one)."""
+    return template_hash(template_of(manifest if manifest is not None else live))

@@ -1,0 +1,199 @@
+"""`lwsflow rollout` in-process: exit codes, one-line errors, capacity, pause/resume/status/abort, GitOps."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rollout_env import NS, Env, lws_manifest, make_env, new_release
+
+from controller.api import labels as L
+from controller.kube.resources import LWS
+from controller.rollout import gate, state
+from controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from controller.yamlio import dump_yaml
+from pipelines.cli import main
+
+
+def cli(env: Env, *args: str) -> list[str]:
+    return ["rollout", *args, "-n", NS, "--kubeconfig", str(env.kubeconfig)]
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    pytest.param(["lws/m", "--stages", "50%,25%,100%"], "stages", id="stages_decreasing"),
+    pytest.param(["lws/m", "--stages", "1,50%"], "stages", id="last_not_all"),
+    pytest.param(["lws/m", "--bake", "soon"], "bake", id="bad_bake"),
+    pytest.param(["lws/Not_A_Name"], "target", id="bad_target"),
+    pytest.param(["deploy/m"], "target", id="unknown_kind"),
+    pytest.param(["lws/missing"], "target", id="not_found"),
+    pytest.param(["lws/m", "--manifest", "/nonexistent.yaml"], "manifest", id="manifest_missing"),
+    pytest.param(["pause"], "target", id="action_without_target"),
+    pytest.param(["pause", "ds/m"], "target", id="ds_cannot_pause"),
+])
+def test_bad_input_is_one_line_exit_2(env: Env, capsys: pytest.CaptureFixture[str], args: list[str],
+                                      field: str) -> None:
+    env.create_ready(lws_manifest("m", replicas=2))
+    if args[-1] == "ds/m":
+        env.create_ready(__import__("rollout_env").ds_manifest("m"))
+    assert main(cli(env, *args)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and field in err and "Traceback" not in err
+    assert gate.partition(env.kube.get(LWS, NS, "m")) == 0  # nothing was touched
+
+
+def test_rollout_with_report_exit_0(env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = lws_manifest("m", replicas=4)
+    env.create_ready(base)
+    mf = tmp_path / "m.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    rep = tmp_path / "out" / "report.json"
+    assert main(cli(env, "lws/m", "--manifest", str(mf), "--stages", "1,50%,100%", "--report", str(rep))) == 0
+    doc = json.loads(rep.read_text())
+    assert doc["result"] == "succeeded" and [s["index"] for s in doc["stages"]] == [1, 2, 3]
+    assert all(s["api_requests"] > 0 and s["started"] <= s["ended"] for s in doc["stages"])
+    assert doc["min_ready_groups"] >= doc["floor"] == 3
+    assert "succeeded" in capsys.readouterr().out
+    # status reads the persisted state
+    assert main(cli(env, "status", "lws/m")) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["phase"] == "Succeeded" and row["passed"] == 3
+
+
+def test_capacity_refused_then_auto_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = make_env(tmp_path, gpu_nodes=3)
+    try:
+        base = lws_manifest("g", replicas=2, size=1, gpus=8, surge=2, unavailable=0)
+        env.create_ready(base)  # 2 of 3 nodes busy: 8 free GPUs, surge wants 2 x 8
+        mf = tmp_path / "g.yaml"
+        mf.write_text(dump_yaml(new_release(base)))
+        assert main(cli(env, "lws/g", "--manifest", str(mf), "--stages", "1,100%")) == 2
+        err = capsys.readouterr().err
+        assert "2 surge group(s) x 8 GPUs do NOT fit" in err and "8 free GPUs" in err
+        assert gate.partition(env.kube.get(LWS, NS, "g")) == 0
+        assert main(cli(env, "lws/g", "--manifest", str(mf), "--stages", "1,100%", "--auto-budget")) == 0
+        assert "--auto-budget" in capsys.readouterr().out
+        final = env.kube.get(LWS, NS, "g")
+        assert gate.max_surge(final) == 0 and gate.lws_fully_rolled(final).passed
+    finally:
+        env.close()
+
+
+def test_pause_status_resume(env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = lws_manifest("p", replicas=4, load_s=120)  # 0.6 s wall a stage: time to pause
+    env.create_ready(base)
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        result["out"] = LwsRollout(env.kube, NS, "p", RolloutOptions(stages="1,2,3,100%", deadline_s=600),
+                                   env.clock(), manifest=new_release(base)).run()
+    t = threading.Thread(target=run)
+    t.start()
+    end = time.monotonic() + 30
+    while ("p", 1) not in env.rec.at_pass and time.monotonic() < end:
+        time.sleep(0.01)
+    assert main(cli(env, "pause", "lws/p")) == 0
+    t.join(30)
+    assert result["out"].result == "paused"  # type: ignore[attr-defined]
+    held = list(env.rec.partitions["p"])
+    time.sleep(0.5)  # 50 virtual seconds: nothing moves while paused
+    assert env.rec.partitions["p"] == held and held[-1] >= 1
+    capsys.readouterr()
+    assert main(cli(env, "status", "lws/p")) == 0
+    assert json.loads(capsys.readouterr().out.strip())["paused"] is True
+    assert main(cli(env, "resume", "lws/p")) == 0
+    assert env.rec.partitions["p"] == [0, 4, 3, 2, 1, 0]
+    assert state.RolloutState.from_object(env.kube.get(LWS, NS, "p")).phase == state.SUCCEEDED
+
+
+def test_abort_rolls_back(env: Env) -> None:
+    base = lws_manifest("a", replicas=4)
+    env.create_ready(base)
+
+    def stop(name: str) -> None:
+        if name == "stage-2-passed":
+            raise Interrupted(name)
+    with pytest.raises(Interrupted):
+        LwsRollout(env.kube, NS, "a", RolloutOptions(stages="1,2,3,100%"), env.clock(),
+                   manifest=new_release(base), on_step=stop).run()
+    assert main(cli(env, "abort", "lws/a")) == 1  # rolled back is not success
+    final = env.kube.get(LWS, NS, "a")
+    assert gate.lws_fully_rolled(final).passed
+    worker = final["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert worker["spec"]["containers"][0]["image"] == "vllm:1"
+    assert state.RolloutState.from_object(final).phase == state.ROLLED_BACK
+    assert main(cli(env, "abort", "lws/a")) == 2  # nothing in progress any more
+
+
+def test_gitops_mode_only_moves_the_partition(env: Env) -> None:
+    base = lws_manifest("git", replicas=4)
+    env.create_ready(base)
+    # GitOps (e.g. Argo CD) applied the new template with the partition frozen by the overlay
+    synced = new_release(base)
+    synced["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 4
+    env.kube.apply(LWS, synced, field_manager="argocd-controller")
+    assert main(cli(env, "lws/git", "--stages", "1,50%,100%")) == 0
+    assert env.rec.partitions["git"] == [0, 4, 3, 2, 0]
+    final = env.kube.get(LWS, NS, "git")
+    managers = {m["manager"] for m in final["metadata"].get("managedFields") or []}
+    assert L.FIELD_MANAGER in managers
+    assert state.RolloutState.from_object(final).last_good  # the next GitOps rollout can roll back
+
+
+def test_gitops_rollback_restores_the_last_good_template(env: Env) -> None:
+    base = lws_manifest("g2", replicas=2)
+    env.create_ready(base)
+    bad = new_release(base, image="vllm:3", **{"sim.lwsflow.io/never-ready": "true"})
+    codes = []
+    for doc in (new_release(base), bad):  # two GitOps syncs, each followed by a rollout
+        doc["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 2
+        env.kube.apply(LWS, doc, field_manager="argocd-controller")
+        codes.append(main(cli(env, "lws/g2", "--stages", "1,100%", "--deadline", "60s")))
+    assert codes == [0, 1]
+    final = env.kube.get(LWS, NS, "g2")
+    worker = final["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert worker["spec"]["containers"][0]["image"] == "vllm:2"  # the last rollout that succeeded
+    assert "sim.lwsflow.io/never-ready" not in worker["metadata"]["annotations"]
+    assert gate.lws_fully_rolled(final).passed
+
+
+def test_another_manifest_while_one_is_in_progress_is_refused(env: Env, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    base = lws_manifest("busy", replicas=4)
+    env.create_ready(base)
+
+    def stop(name: str) -> None:
+        if name == "stage-1-passed":
+            raise Interrupted(name)
+    with pytest.raises(Interrupted):
+        LwsRollout(env.kube, NS, "busy", RolloutOptions(stages="1,2,3,100%"), env.clock(),
+                   manifest=new_release(base), on_step=stop).run()
+    other = tmp_path / "v3.yaml"
+    other.write_text(dump_yaml(new_release(base, image="vllm:3")))
+    seen = list(env.rec.partitions["busy"])
+    assert main(cli(env, "lws/busy", "--manifest", str(other), "--stages", "1,2,3,100%")) == 2
+    assert "another manifest is in progress" in capsys.readouterr().err
+    assert env.rec.partitions["busy"] == seen
+
+
+def test_structured_json_logs(env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    base = lws_manifest("lg", replicas=2)
+    env.create_ready(base)
+    mf = tmp_path / "lg.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    monkeypatch.setenv("LWSFLOW_LOG", "json")
+    logger = logging.getLogger("lwsflow")
+    try:
+        assert main(cli(env, "lws/lg", "--manifest", str(mf), "--stages", "1,100%")) == 0
+    finally:
+        logger.handlers[:] = []
+        logger.propagate = True
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    events = [r["event"] for r in records if "event" in r]
+    assert events[:2] == ["RolloutStarted", "StageStarted"] and events[-1] == "RolloutSucceeded"
+    assert all(r["object"] == "LeaderWorkerSet/default/lg" and r["cluster_time"] for r in records
+               if "event" in r)
