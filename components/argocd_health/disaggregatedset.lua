@@ -102,7 +102,7 @@ if #diffs == 0 then
 end
 
 if phase == "Starting" or phase == "Running" then
-  local started = tonumber(ann[p .. "stage-started"] or "")
+  local started = tonumber(ann[p .. "stage-started-epoch"] or "")
   local deadline = tonumber(ann[p .. "deadline-seconds"] or "")
   if started ~= nil and deadline ~= nil and deadline > 0 and os.time() > started + deadline then
     hs.status = "Degraded"

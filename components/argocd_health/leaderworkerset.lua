@@ -9,7 +9,7 @@
 -- Degraded    a failure condition is True (Failed, Degraded, ReplicaFailure, or Progressing=False
 --             with reason ProgressDeadlineExceeded), the lwsflow rollout ended Failed / RolledBack /
 --             Aborted, or a running lwsflow rollout stage passed its deadline: annotations
---             rollout.lwsflow.io/stage-started (unix seconds) + rollout.lwsflow.io/deadline-seconds.
+--             rollout.lwsflow.io/stage-started-epoch (unix seconds) + rollout.lwsflow.io/deadline-seconds.
 -- Progressing anything else: the controller has not seen the spec yet, groups are starting,
 --             a rollout (or a paused partition) is under way. The message names the counts that differ.
 local hs = {}
@@ -83,7 +83,7 @@ if #diffs == 0 then
 end
 
 if phase == "Starting" or phase == "Running" then  -- a running stage that stopped moving
-  local started = tonumber(ann[p .. "stage-started"] or "")
+  local started = tonumber(ann[p .. "stage-started-epoch"] or "")
   local deadline = tonumber(ann[p .. "deadline-seconds"] or "")
   if started ~= nil and deadline ~= nil and deadline > 0 and os.time() > started + deadline then
     hs.status = "Degraded"

@@ -20,6 +20,8 @@ from typing import Any
 
 from controller.api.labels import ROLLOUT_PREFIX
 
+STAGE_STARTED_EPOCH = ROLLOUT_PREFIX + "stage-started-epoch"  # read by the Argo CD health Lua
+
 # Phases. Active ones are resumed by a restarted controller; the others are final.
 STARTING, RUNNING, ROLLING_BACK = "Starting", "Running", "RollingBack"
 SUCCEEDED, ROLLED_BACK, FAILED, ABORTED = "Succeeded", "RolledBack", "Failed", "Aborted"
@@ -142,12 +144,17 @@ class RolloutState:
             else:
                 text = str(value)
             out[ROLLOUT_PREFIX + _KEYS[name]] = text
+            if name == "stage_started":
+                # Argo CD's Lua has no string library to parse RFC 3339: give it unix seconds too.
+                started = epoch(text)
+                out[STAGE_STARTED_EPOCH] = f"{started:.0f}" if started is not None else None
         return out
 
 
 def clear_patch() -> dict[str, None]:
     """Merge-patch annotations that remove the per-rollout fields but keep ``last-good-template``."""
-    return {ROLLOUT_PREFIX + v: None for k, v in _KEYS.items() if k != "last_good"}
+    return {ROLLOUT_PREFIX + v: None for k, v in _KEYS.items() if k != "last_good"} | {
+        STAGE_STARTED_EPOCH: None}
 
 
 def manifest_hash(manifest: dict | None, live: dict) -> str:

@@ -153,7 +153,7 @@ LWS_CASES = [
         lws(
             4,
             counts(4, 3, 2, UPDATING),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started": str(NOW - 2000)},
+            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 2000)},
         ),
         "Degraded",
         "no progress for 2000s (deadline 1800s)",
@@ -163,7 +163,7 @@ LWS_CASES = [
         lws(
             4,
             counts(4, 3, 2, UPDATING),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started": str(NOW - 60)},
+            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 60)},
         ),
         "Progressing",
         "status.updatedReplicas 2",
@@ -173,7 +173,7 @@ LWS_CASES = [
         lws(
             4,
             counts(4, 4, 4, AVAILABLE),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started": str(NOW - 9000)},
+            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 9000)},
         ),
         "Healthy",
         "all 4",
@@ -329,3 +329,16 @@ def test_sandbox_is_as_strict_as_argocd(body: str, runtime: str) -> None:
     lua = RUNTIMES[runtime].LuaRuntime()
     with pytest.raises(RUNTIMES[runtime].LuaError, match=r"nil value|index a string"):
         lua.execute(_SANDBOX, body, lua.table_from({}), NOW)
+
+
+def test_health_reads_the_annotations_the_rollout_controller_writes(runtime: str) -> None:
+    """The Lua deadline check and the controller agree on names and formats (state.py writes them)."""
+    from controller.rollout import state
+
+    rec = state.RolloutState(id="r1", phase=state.RUNNING, deadline_s=1800.0,
+                             stage_started=state.iso(NOW - 2000))
+    ann = {k: v for k, v in rec.annotations(("id", "phase", "deadline_s", "stage_started")).items() if v}
+    assert ann[state.STAGE_STARTED_EPOCH] == str(NOW - 2000)
+    status, message = run_health("LeaderWorkerSet", lws(4, counts(4, 3, 2, UPDATING), annotations=ann),
+                                 runtime)
+    assert (status, "no progress for 2000s" in message) == ("Degraded", True)
