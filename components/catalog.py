@@ -15,9 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from controller.errors import InvalidInput
 from controller.yamlio import load_yaml_documents
 
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-PERCENT = re.compile(r"^(\d{1,3})%$")
-DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+$")
+# Patterns end in \Z, not $: Python's $ also matches before a trailing newline ("llama\n").
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+PERCENT = re.compile(r"^(\d{1,3})%\Z")
+DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+\Z")
+# Kubernetes name and label syntax (apimachinery validation): what the API server would refuse later,
+# once a StatefulSet or Pod is created from the LWS, is refused here, naming the catalog field.
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_QUALIFIED = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+\Z")
+QUANTITY = re.compile(r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]+))?\Z")
 
 Dtype = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4"]
 BYTES_PER_PARAM: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -28,6 +35,28 @@ def _dns_label(v: str, max_len: int = 63) -> str:
     if not DNS1035.match(v) or len(v) > max_len:
         raise ValueError(f"{v!r} is not a DNS-1035 label (lowercase letters, digits and '-', "
                          f"starting with a letter, at most {max_len} characters)")
+    return v
+
+
+def _subdomain(v: str) -> str:
+    if not DNS1123_SUBDOMAIN.match(v) or len(v) > 253:
+        raise ValueError(f"{v!r} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')")
+    return v
+
+
+def _label_key(v: str) -> str:
+    """A qualified name, ``[prefix/]name``: the syntax of label, taint and topology keys."""
+    prefix, slash, name = v.rpartition("/")
+    bad_prefix = bool(slash) and (not DNS1123_SUBDOMAIN.match(prefix) or len(prefix) > 253)
+    if bad_prefix or not _QUALIFIED.match(name) or len(name) > 63:
+        raise ValueError(f"{v!r} is not a valid label key ([prefix/]name, name at most 63 characters of "
+                         f"letters, digits, '-', '_' and '.')")
+    return v
+
+
+def _label_value(v: str) -> str:
+    if v and (not _QUALIFIED.match(v) or len(v) > 63):
+        raise ValueError(f"{v!r} is not a valid label value (at most 63 letters, digits, '-', '_' and '.')")
     return v
 
 
@@ -47,6 +76,15 @@ def _int_or_percent(v: int | str) -> int | str:
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        # No catalog field is a boolean, but YAML reads yes/no/on/off as one and pydantic would quietly
+        # take it as 1 or 0 (`replicas: yes` -> 1): refuse it where it was written.
+        if isinstance(v, bool):
+            raise ValueError(f"{str(v).lower()} is a boolean here (YAML reads yes/no/on/off as booleans)")
+        return v
+
 
 class Toleration(_Strict):
     key: str | None = None
@@ -54,6 +92,8 @@ class Toleration(_Strict):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     tolerationSeconds: int | None = None
+
+    _v_key = field_validator("key")(lambda cls, v: _label_key(v) if v else v)  # empty + Exists: all
 
 
 class NodePool(_Strict):
@@ -72,6 +112,17 @@ class NodePool(_Strict):
     gpuResource: str = Field(default="nvidia.com/gpu", description="extended resource name of the GPU")
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
+    _v_gpu = field_validator("gpu")(lambda cls, v: _label_value(v))  # a nodeSelector value
+    _v_topology = field_validator("topologyKey")(lambda cls, v: v if v is None else _label_key(v))
+    _v_resource = field_validator("gpuResource")(lambda cls, v: _label_key(v))
+
+    @field_validator("nodeSelector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _label_key(key)
+            _label_value(value)
+        return v
 
 
 class Architecture(_Strict):
@@ -135,6 +186,15 @@ class SecretRef(_Strict):
     name: str
     key: str
 
+    _v_name = field_validator("name")(lambda cls, v: _subdomain(v))
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        if not CONFIG_KEY.match(v) or len(v) > 253:
+            raise ValueError(f"{v!r} is not a Secret key (letters, digits, '-', '_' and '.')")
+        return v
+
 
 class GangScheduling(_Strict):
     provider: Literal["volcano"] = "volcano"
@@ -161,8 +221,17 @@ class ModelCache(_Strict):
     size: str = "1Ti"
     storageClassName: str | None = None
 
+    @field_validator("size")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a storage quantity like 500Gi or 1Ti")
+        return v
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    _v_class = field_validator("storageClassName")(lambda cls, v: v if v is None else _subdomain(v))
+
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\Z")
 # A literal value under a name like these would land in git and in `kubectl get -o yaml`:
 # such names must come from a Secret (secretKeyRef), never from the catalog.
 SECRET_LIKE = re.compile(r"TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL", re.IGNORECASE)
@@ -172,6 +241,10 @@ _NOT_SECRET = re.compile(r"TOKENIZER", re.IGNORECASE)  # TOKENIZERS_PARALLELISM 
 def looks_secret(name: str) -> bool:
     """Whether an env var name suggests a secret value (``HF_TOKEN``, ``OPENAI_API_KEY``, ...)."""
     return bool(SECRET_LIKE.search(_NOT_SECRET.sub("", name)))
+
+
+# Engine flags whose value is a credential: in extraArgs it would land in git and on the command line.
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--token", "--password", "--admin-api-key"})
 RESERVED_ENV_PREFIX = "LWS_"  # injected by the LWS pod webhook, which drops user entries of the same name
 
 
@@ -231,6 +304,16 @@ class ModelSpec(_Strict):
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v, 40))
 
+    @field_validator("extraArgs")
+    @classmethod
+    def _no_secret_flags(cls, v: list[str]) -> list[str]:
+        # engine flags that take a credential would put it in git and in the pod's command line
+        for arg in v:
+            if arg.split("=", 1)[0] in SECRET_FLAGS:
+                raise ValueError(f"{arg.split('=', 1)[0]} takes a secret: pass it through env with a "
+                                 f"secretKeyRef instead of extraArgs")
+        return v
+
     @model_validator(mode="after")
     def _shape(self) -> ModelSpec:
         disagg = self.prefill is not None or self.decode is not None
@@ -277,6 +360,7 @@ class Environment(_Strict):
     overrides: dict[str, ModelOverride] = Field(default_factory=dict)
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
+    _v_ns = field_validator("namespace")(lambda cls, v: v if v is None else _dns_label(v))
 
 
 class Catalog(_Strict):
@@ -370,6 +454,7 @@ class Catalog(_Strict):
 
 
 _NAMED_LISTS = ("nodePools", "models", "environments", "env")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
 _PATH_PREFIX = re.compile(r"^([A-Za-z][\w.\-]*(\[[^\]]+\])?[\w.\-\[\]]*): (.+)$", re.DOTALL)
 
 
@@ -382,7 +467,9 @@ def _loc(err: dict[str, Any], data: Any = None) -> str:
         if isinstance(part, int):
             item = node[part] if isinstance(node, list) and part < len(node) else None
             name = item.get("name") if isinstance(item, dict) else None
-            named = parent in _NAMED_LISTS and isinstance(name, str) and name
+            # a name is only spelled out when it is a plain token: a hostile one (newlines, brackets)
+            # would break the one-line error, so the index stands in for it
+            named = parent in _NAMED_LISTS and isinstance(name, str) and _PLAIN_NAME.match(name)
             out += f"[{name}]" if named else f"[{part}]"
             node, parent = item, None
         elif part in ("int", "str", "function-after[_v_name()]") or "[" in str(part):

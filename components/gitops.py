@@ -192,6 +192,13 @@ def _upstream(root: Path) -> tuple[str, str]:
     return "origin", branch
 
 
+def _unpushed(root: Path) -> bool:
+    """HEAD has commits the upstream branch (as last fetched) does not; True when there is none."""
+    remote, branch = _upstream(root)
+    proc = git(root, "rev-list", "--count", f"refs/remotes/{remote}/{branch}..HEAD", check=False)
+    return proc.returncode != 0 or proc.stdout.strip() != "0"
+
+
 def push_with_retry(
     root: Path, revalidate: tuple[Path, str, str] | None = None, attempts: int = MAX_PUSH_ATTEMPTS
 ) -> int:
@@ -239,6 +246,12 @@ def _apply(
     rel = path.relative_to(root).as_posix()
     data = dump_yaml(new).encode()
     if data == path.read_bytes():
+        if push and _unpushed(root):
+            # committed by an earlier run that died (or lost every push race) before publishing:
+            # a rerun with --push must publish it, not report "nothing to do"
+            used = push_with_retry(root, revalidate=(tree, env, model))
+            head = _head(root)
+            return GitChange(head, head, model, env, digest, rel, pushed=True, push_attempts=used)
         return GitChange(None, _head(root), model, env, digest, rel)
     _validate_in_scratch(tree, env, model, new)
     sha = _commit(root, path, data, message)

@@ -31,8 +31,8 @@ from controller.errors import InvalidInput, OperationFailed
 
 # host[:port]/path[:tag] with a registry host (a dot, a colon or "localhost" in the first part).
 _REF = re.compile(r"^(?P<host>[a-zA-Z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
-                  r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+                  r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?\Z")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",

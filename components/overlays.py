@@ -58,7 +58,7 @@ KUSTOMIZATION = "kustomization.yaml"
 KUSTOMIZE_CONFIG = "kustomizeconfig.yaml"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 RESERVED_DIRS = frozenset({"base", "rbac", "argocd"})
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 REPLICAS_CONFIG = {
     "replicas": [
@@ -512,6 +512,11 @@ def render_to(
 ) -> list[str]:
     """Render the tree into ``out`` (or with ``check`` only compare); returns the differing paths."""
     out = Path(out)
+    for folder in (out, *out.parents):  # a file where a folder must go: one line, not an OSError
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                raise InvalidInput(f"{folder} exists and is not a folder", field="--out", source=str(out))
+            break
     files = render_tree(catalog, out, render)
     roots = managed_roots(catalog)
     if check:

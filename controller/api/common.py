@@ -17,7 +17,7 @@ from pydantic.alias_generators import to_camel
 IntOrString = int | str
 """Kubernetes ``IntOrString`` (``x-kubernetes-int-or-string``): an integer or e.g. ``"25%"``."""
 
-_PERCENT = re.compile(r"^(\d+)%$")
+_PERCENT = re.compile(r"^(\d+)%\Z")
 
 
 class ApiModel(BaseModel):

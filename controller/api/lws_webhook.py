@@ -15,7 +15,7 @@ from controller.api.labels import SUBGROUP_EXCLUSIVE_TOPOLOGY
 from controller.errors import FieldError
 
 MAX_INT32 = 2**31 - 1
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _RUC = "rolloutStrategy.rollingUpdateConfiguration"
 
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
@@ -44,9 +45,26 @@ def _format_checker() -> jsonschema.FormatChecker:
 
 
 @cache
+def _go_pattern(pattern: str) -> re.Pattern[str]:
+    # CRD patterns are Go RE2, where a final $ is the end of the text; Python's $ also matches before a
+    # trailing newline (so "prefill\n" would pass ^[a-z0-9]...$): anchor it with \Z instead
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + "\\Z"
+    return re.compile(pattern)
+
+
+def _pattern(v: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[jsonschema.ValidationError]:
+    if v.is_type(instance, "string") and not _go_pattern(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = jsonschema.validators.extend(jsonschema.Draft4Validator, {"pattern": _pattern})
+
+
+@cache
 def validator(plural: str) -> jsonschema.Draft4Validator:
     """The compiled (cached) validator of a packaged CRD's schema."""
-    return jsonschema.Draft4Validator(crd_info(plural).schema, format_checker=_format_checker())
+    return _Validator(crd_info(plural).schema, format_checker=_format_checker())
 
 
 def field_path(parts: Iterable[str | int]) -> str:

@@ -57,13 +57,19 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, typer_mod.Exit):
             return int(exc.exit_code)
         if isinstance(exc, click_exc.ClickException):
-            print(f"error: {exc.format_message()}", file=sys.stderr)
+            print(f"error: {one_line(exc.format_message())}", file=sys.stderr)
             return 2
         if os.environ.get("LWSFLOW_DEBUG"):
             raise
-        print(f"error: internal: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"error: internal: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped: user values inside an error
+    message (a name with a newline, a form feed, U+2028) must not split the one error line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _fail(exc: Exception, code: int) -> int:
@@ -71,7 +77,7 @@ def _fail(exc: Exception, code: int) -> int:
         import traceback
 
         traceback.print_exc()
-    print(f"error: {exc}", file=sys.stderr)
+    print(f"error: {one_line(str(exc))}", file=sys.stderr)
     return code
 
 

@@ -90,8 +90,10 @@ def validate(
     if not quiet:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
+    from pipelines.cli import one_line
+
     for line in problems:
-        print(line)
+        print(one_line(line))  # a hostile value quoted in a message must not split its line
     summary = f"{checked} object(s) checked, {len(problems)} problem(s)"
     print(summary, file=sys.stderr)
     if problems:
