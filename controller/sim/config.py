@@ -17,6 +17,7 @@ from controller.api import labels as L
 from controller.errors import InvalidInput
 
 GPU_TOPOLOGY_KEY = "cloud.google.com/gce-topology-block"
+GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 
 
 class _Model(BaseModel):
@@ -75,7 +76,11 @@ class ClusterConfig(_Model):
 
     pools: list[PoolConfig]
     timings: Timings = Field(default_factory=Timings)
-    scoring: Literal["spread", "binpack"] = "binpack"
+    # Node choice for pod groups: "spread"/"binpack" or any policy name of controller/sim/policies.py
+    # ("default", "gang", "binpack-fragmentation", "least-slack-time"). Groups are always placed whole
+    # here (LWS gangs); queue order and preemption of batch jobs live in the scenario evaluator.
+    scoring: Literal["spread", "binpack", "default", "gang", "binpack-fragmentation", "least-slack-time"] = (
+        "binpack")
     never_ready_images: list[str] = Field(default_factory=list)  # fnmatch: Running, never Ready
     crashing_images: list[str] = Field(default_factory=list)  # fnmatch: crash while loading, forever
     failing_images: list[str] = Field(default_factory=list)  # fnmatch: ErrImagePull forever
@@ -94,7 +99,13 @@ class ClusterConfig(_Model):
 
     @classmethod
     def default(cls) -> ClusterConfig:
-        """A CPU pool for plain pods and 16 nodes x 8 H100-80GB in 4 topology blocks."""
+        """A CPU pool, 16 nodes x 8 H100-80GB in 4 topology blocks and 8 nodes x 4 L40S.
+
+        The GPU pools are the example catalog's (``examples/catalog.yaml``): the same labels, GPU
+        product values and taints, so ``lwsflow render examples/catalog.yaml`` output schedules here
+        as it is (a test keeps the two in step).
+        """
+        gpu_taint = [Taint(key=L.GPU_RESOURCE, value="present")]  # what GKE puts on GPU nodes
         return cls(
             pools=[
                 PoolConfig(name="cpu", count=4, cpu=32, memory_gi=128),
@@ -102,12 +113,23 @@ class ClusterConfig(_Model):
                     name="h100x8",
                     count=16,
                     gpus_per_node=8,
-                    gpu_product="NVIDIA-H100-80GB-HBM3",
+                    gpu_product="nvidia-h100-80gb",
                     cpu=208,
                     memory_gi=1800,
+                    labels={GKE_ACCELERATOR: "nvidia-h100-80gb"},
                     topology_key=GPU_TOPOLOGY_KEY,
                     topology_domains=4,
-                    taints=[Taint(key=L.GPU_RESOURCE, value="present")],
+                    taints=gpu_taint,
+                ),
+                PoolConfig(
+                    name="l40sx4",
+                    count=8,
+                    gpus_per_node=4,
+                    gpu_product="nvidia-l40s",
+                    cpu=96,
+                    memory_gi=384,
+                    labels={GKE_ACCELERATOR: "nvidia-l40s"},
+                    taints=gpu_taint,
                 ),
             ]
         )

@@ -67,3 +67,16 @@ def test_embedded_cluster_places_pods_by_the_policy(scoring: str, expect: str):
     c.store.create("pods", _pod("one", 1))
     c.settle()
     assert c.store.get("pods", "default", "one")["spec"]["nodeName"] == expect
+
+
+@pytest.mark.parametrize(("scoring", "policy"), [
+    ("spread", "default"), ("binpack", "binpack-fragmentation"), ("gang", "gang"),
+    ("binpack-fragmentation", "binpack-fragmentation"), ("least-slack-time", "least-slack-time"),
+])
+def test_cluster_config_selects_the_policy(scoring: str, policy: str) -> None:
+    """Policies are pluggable in the embedded cluster: ClusterConfig.scoring names one."""
+    from controller.sim.cluster import Cluster
+    from controller.sim.config import ClusterConfig
+
+    cfg = ClusterConfig.default().model_copy(update={"scoring": scoring})
+    assert Cluster(cfg).scheduler.policy.name == policy
