@@ -11,19 +11,20 @@ and a rollout that failed has already rolled back: re-running it would roll forw
 """
 
 
+from collections.abc import Callable
+from typing import Any
+
 from hera.workflows import Parameter, RetryStrategy, SecretEnv, script
 from hera.workflows.models import Backoff, Toleration, ValueFrom
 
 from components.kfp_components import LWSFLOW_IMAGE
+from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 
 OUTPUTS_DIR = "/tmp/outputs"
 # Secret name -> {key in the secret: environment variable}. Values never pass as parameters.
 GIT_SECRET = ("lwsflow-git", {"username": "GIT_USERNAME", "password": "GIT_PASSWORD"})
 REGISTRY_SECRET = ("lwsflow-registry", {"username": "REGISTRY_USERNAME", "password": "REGISTRY_PASSWORD"})
 API_TOKEN_SECRET = ("lwsflow-api-token", {"token": "LWSFLOW_API_TOKEN"})
-# The GPU node pool the smoke test runs in, so its latency figures see the pool's own network path.
-GPU_POOL_SELECTOR = {"lwsflow.io/node-pool": "gpu"}
-GPU_TOLERATIONS: list[Toleration] = [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")]
 
 
 def secret_env(*secrets: tuple[str, dict[str, str]]) -> list[SecretEnv]:
@@ -85,13 +86,23 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
                                       kubeconfig=kubeconfig, report_dir=report_dir))
 
 
-@script(name="smoke-test", image=LWSFLOW_IMAGE, retry_strategy=RETRY, outputs=outputs("passed"),
-        env=secret_env(API_TOKEN_SECRET), node_selector=GPU_POOL_SELECTOR, tolerations=GPU_TOLERATIONS)
-def smoke_test(target: str, namespace: str, kubeconfig: str, report_dir: str) -> None:
+def _smoke_test(target: str, namespace: str, kubeconfig: str, report_dir: str) -> None:
     from components import steps
 
     steps.write_outputs(steps.smoke_test(target=target, namespace=namespace, kubeconfig=kubeconfig,
                                          report_dir=report_dir))
+
+
+def smoke_test_template(placement: StepPlacement = DEFAULT_PLACEMENT) -> Callable[..., Any]:
+    """The smoke-test template, placed in the GPU pool by ``placement`` (a compile-time setting)."""
+    tolerations = [Toleration(key=t.key, operator=t.operator, value=t.value or None, effect=t.effect)
+                   for t in placement.tolerations]
+    return script(name="smoke-test", image=LWSFLOW_IMAGE, retry_strategy=RETRY, outputs=outputs("passed"),
+                  env=secret_env(API_TOKEN_SECRET), node_selector=dict(placement.node_selector) or None,
+                  tolerations=tolerations or None)(_smoke_test)
+
+
+smoke_test = smoke_test_template()
 
 
 @script(name="report", image=LWSFLOW_IMAGE)

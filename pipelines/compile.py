@@ -1,7 +1,9 @@
 """Compile ``deploy-model`` to ``DIR/deploy-model.kfp.yaml`` (kfp IR) and ``DIR/deploy-model.argo.yaml``.
 
 The committed copies live in ``pipelines/dist/``; a test recompiles and compares, so the YAML that
-platform teams upload can never drift from the Python source. Compiling needs no network.
+platform teams upload can never drift from the Python source. Compiling needs no network. The
+committed copies use the default GPU-pool placement (:data:`components.step_placement.DEFAULT_PLACEMENT`);
+``placement`` compiles for another pool.
 """
 
 from __future__ import annotations
@@ -9,41 +11,42 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 from controller.yamlio import dump_yaml
-from pipelines.deploy_model import PIPELINE_NAME, argo_workflow_template, deploy_model
+from pipelines.deploy_model import PIPELINE_NAME, argo_workflow_template, kfp_pipeline
 
 DIST = Path(__file__).resolve().parent / "dist"
 
 
-def compile_kfp(path: Path) -> Path:
+def compile_kfp(path: Path, placement: StepPlacement = DEFAULT_PLACEMENT) -> Path:
     """Write the kfp v2 pipeline spec (IR YAML, with the kfp-kubernetes platform spec)."""
     from kfp import compiler
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:  # write-then-rename: a reader never sees half a file
         out = Path(tmp) / path.name
-        compiler.Compiler().compile(deploy_model, package_path=str(out))
+        compiler.Compiler().compile(kfp_pipeline(placement), package_path=str(out))
         path.write_text(out.read_text())
     return path
 
 
-def argo_manifest() -> dict:
+def argo_manifest(placement: StepPlacement = DEFAULT_PLACEMENT) -> dict:
     """The WorkflowTemplate as a plain dict (Argo's wire form)."""
-    return argo_workflow_template().to_dict()
+    return argo_workflow_template(placement).to_dict()
 
 
-def compile_argo(path: Path) -> Path:
+def compile_argo(path: Path, placement: StepPlacement = DEFAULT_PLACEMENT) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(dump_yaml(argo_manifest()))
+    tmp.write_text(dump_yaml(argo_manifest(placement)))
     tmp.replace(path)
     return path
 
 
-def compile_all(out_dir: Path) -> list[Path]:
+def compile_all(out_dir: Path, placement: StepPlacement = DEFAULT_PLACEMENT) -> list[Path]:
     """Both files into ``out_dir``; returns their paths."""
-    return [compile_kfp(out_dir / f"{PIPELINE_NAME}.kfp.yaml"),
-            compile_argo(out_dir / f"{PIPELINE_NAME}.argo.yaml")]
+    return [compile_kfp(out_dir / f"{PIPELINE_NAME}.kfp.yaml", placement),
+            compile_argo(out_dir / f"{PIPELINE_NAME}.argo.yaml", placement)]
 
 
 if __name__ == "__main__":

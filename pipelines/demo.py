@@ -91,13 +91,16 @@ def _table(results: list[ModelResult], title: str) -> Table:
 
 class _Progress(io.TextIOBase):
     """What the demo shows of a pipeline run: task starts and ends, step logs, errors (not kfp's
-    executor-input dumps and HTTP logs; ``--verbose`` shows everything)."""
+    executor-input dumps, tracebacks and HTTP logs; ``--verbose`` shows everything)."""
 
     _KEEP = re.compile(r"^\s*\[(build-image|render|build-overlays|promote|rollout|smoke-test)\]|"
-                       r"Executing task|finished with status|(OperationFailed|InvalidInput|Error): ")
+                       r"Executing task|finished with status")
+    # The last line of a failed task's traceback, e.g. "controller.errors.OperationFailed: msg".
+    _ERROR = re.compile(r"^(?:[\w.]+\.)?(OperationFailed|InvalidInput|\w*Error): (.+)$")
 
-    def __init__(self, sink: Any) -> None:
-        self._sink, self._buf = sink, ""
+    def __init__(self, sink: Any, show_failure: bool = True) -> None:
+        # show_failure=False: the caller prints its own verdict line (the bad release)
+        self._sink, self._buf, self._show_failure, self._task = sink, "", show_failure, ""
 
     def writable(self) -> bool:
         return True
@@ -106,18 +109,27 @@ class _Progress(io.TextIOBase):
         self._buf += text
         *lines, self._buf = self._buf.split("\n")
         for line in lines:
-            plain = ANSI.sub("", line)
-            if self._KEEP.search(plain):
-                self._sink.write(re.sub(r"^\d\d:\d\d:\d\d\.\d+ - \w+ - ", "", plain).strip() + "\n")
+            plain = re.sub(r"^\d\d:\d\d:\d\d\.\d+ - \w+ - ", "", ANSI.sub("", line)).strip()
+            task = re.search(r"Executing task '([\w-]+)'", plain)
+            self._task = task.group(1) if task else self._task
+            error = self._ERROR.match(plain)
+            if error:  # one clean line naming the task, not the exception's module path
+                kind, message = error.groups()
+                expected = kind in ("OperationFailed", "InvalidInput")
+                if self._show_failure or not expected:
+                    self._sink.write(f"[{self._task or '?'}] {'failed' if expected else kind}: {message}\n")
+            elif self._KEEP.search(plain):
+                self._sink.write(plain + "\n")
         self._sink.flush()
         return len(text)
 
 
-def _deploy(stack: LocalStack, out: Path, model: str, tag: str, context: str, label: str) -> PipelineRun:
+def _deploy(stack: LocalStack, out: Path, model: str, tag: str, context: str, label: str,
+            show_failure: bool = True) -> PipelineRun:
     console.rule(f"[bold]deploy-model {model} ({label})")
     stack.mark(f"{model} {label}")
     if not VERBOSE[0]:
-        show = _Progress(sys.stdout)
+        show = _Progress(sys.stdout, show_failure)
         with contextlib.redirect_stdout(show), contextlib.redirect_stderr(show):
             return _run(stack, out, model, tag, context, label)
     return _run(stack, out, model, tag, context, label)
@@ -170,7 +182,8 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool,
     commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
     console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; the embedded cluster never sees "
                   f"images from */lwsflow/*{BROKEN_MARK} become ready (an engine that hangs while loading)")
-    run = _deploy(stack, out, model, f"{model}{BROKEN_MARK}:v2", BAD_CONTEXT, "bad-release")
+    run = _deploy(stack, out, model, f"{model}{BROKEN_MARK}:v2", BAD_CONTEXT, "bad-release",
+                  show_failure=False)  # _verdict says how it ended, in one line
     res = _result(run)
     roll = run.reports.get("rollout", {})
     manifest = out / "reports" / "bad-release" / model / "manifest-dev.yaml"
@@ -187,11 +200,25 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool,
               "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
               "live_images": live_images, "good_image": good.image, "bad_image": res.image, "checks": checks}
     console.print(_table([res], "bad release"))
-    if roll.get("message"):
-        console.print(f"gate: {roll['message']}")
+    console.print(_verdict(run))
     for name, ok in checks.items():
         console.print(f"  {'[green]✓[/]' if ok else '[red]✗[/]'} {name}")
     return all(checks.values()), detail, run
+
+
+def _verdict(run: PipelineRun) -> str:
+    """One line on how a release ended: ``bad release: rolled back at stage 1: <reason>``."""
+    roll = run.reports.get("rollout", {})
+    if run.succeeded:
+        return "bad release: not caught, it deployed"
+    if roll.get("result") == "rolled-back":
+        failed = [s.get("index") for s in roll.get("stages", []) if s.get("result") == "failed"]
+        reasons = [rb.get("reason", "") for rb in roll.get("rollbacks", []) if isinstance(rb, dict)]
+        reason = next((r for r in reasons if r), roll.get("message", "")).removeprefix("rolled back: ")
+        where = f" at stage {failed[0]}" if failed else ""
+        return f"bad release: rolled back{where}: {re.sub(r'^stage [0-9]+ ', '', reason)}"
+    last = next((ln for ln in reversed(run.error.splitlines()) if ln.strip()), "") if run.error else ""
+    return f"bad release: failed at {run.failed_task}: {last or 'see the step logs'}"
 
 
 def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> list[Path]:

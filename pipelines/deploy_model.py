@@ -5,7 +5,8 @@
 
 Both definitions are the same DAG over the same step functions (:mod:`components.steps`). Secrets (git
 credentials, registry credentials, the endpoints' API token) reach steps as environment variables
-from Kubernetes Secrets, never as parameters; the smoke test runs on the GPU node pool.
+from Kubernetes Secrets, never as parameters. The smoke test runs in the GPU node pool: its node
+selector and tolerations are a compile-time setting (:mod:`components.step_placement`).
 """
 
 
@@ -16,6 +17,7 @@ from kfp import kubernetes as kfp_k8s
 
 from components import hera_templates as ht
 from components import kfp_components as kc
+from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 
 PIPELINE_NAME = "deploy-model"
 
@@ -26,64 +28,78 @@ def _secrets(task: dsl.PipelineTask, *secrets: tuple[str, dict[str, str]]) -> No
         kfp_k8s.use_secret_as_env(task, secret_name=name, secret_key_to_env=keys, optional=True)
 
 
-@dsl.pipeline(name=PIPELINE_NAME,
-              description="Build, render, validate, promote, roll out in stages, smoke-test, promote on.")
-def deploy_model(
-    model: str,
-    repo_url: str,
-    image: str,
-    catalog: str = "catalog.yaml",
-    image_context: str = "images/engine",
-    source_env: str = "dev",
-    target_env: str = "staging",
-    stages: str = "",
-    kubeconfig: str = "",
-    report_dir: str = "",
-) -> None:
-    """Parameters: what to deploy (model, catalog, image context, image push target), where (repo URL,
-    environments, kubeconfig: empty in a cluster, the pod's service account), how (rollout stages;
-    empty: the stages the catalog renders for the environment)."""
-    build = kc.build_image(repo_url=repo_url, context=image_context, image=image, report_dir=report_dir)
-    build.set_display_name("build-image").set_retry(num_retries=2, backoff_duration="10s")
-    _secrets(build, ht.GIT_SECRET, ht.REGISTRY_SECRET)
+def _place(task: dsl.PipelineTask, placement: StepPlacement) -> None:
+    """Pin a step to the GPU pool (kfp-kubernetes: node selector and tolerations on its pod)."""
+    for key, value in placement.node_selector.items():
+        kfp_k8s.add_node_selector(task, label_key=key, label_value=value)
+    for tol in placement.tolerations:
+        kfp_k8s.add_toleration(task, key=tol.key, operator=tol.operator, value=tol.value or None,
+                               effect=tol.effect)
 
-    rendered = kc.render(repo_url=repo_url, catalog=catalog, model=model, env=source_env,
-                         image=build.outputs["image"], report_dir=report_dir)
-    rendered.set_display_name("render").set_retry(num_retries=2, backoff_duration="10s")
-    _secrets(rendered, ht.GIT_SECRET)
 
-    checked = kc.build_overlays(repo_url=repo_url, commit=rendered.outputs["commit"], env=source_env,
-                                model=model, report_dir=report_dir)
-    checked.set_display_name("build-overlays").set_retry(num_retries=2, backoff_duration="10s")
-    _secrets(checked, ht.GIT_SECRET)
+def kfp_pipeline(placement: StepPlacement = DEFAULT_PLACEMENT) -> Any:
+    """The kfp ``deploy-model`` pipeline with the GPU-pool steps placed by ``placement``."""
 
-    to_source = kc.promote(repo_url=repo_url, model=model, target=source_env, source="",
-                           commit=rendered.outputs["commit"], report_dir=report_dir)
-    to_source.set_display_name("promote-source").after(checked)
-    _secrets(to_source, ht.GIT_SECRET)
+    @dsl.pipeline(name=PIPELINE_NAME,
+                  description="Build, render, validate, promote, roll out in stages, smoke-test, promote on.")
+    def deploy_model(
+        model: str,
+        repo_url: str,
+        image: str,
+        catalog: str = "catalog.yaml",
+        image_context: str = "images/engine",
+        source_env: str = "dev",
+        target_env: str = "staging",
+        stages: str = "",
+        kubeconfig: str = "",
+        report_dir: str = "",
+    ) -> None:
+        """Parameters: what to deploy (model, catalog, image context, image push target), where (repo URL,
+        environments, kubeconfig: empty in a cluster, the pod's service account), how (rollout stages;
+        empty: the stages the catalog renders for the environment)."""
+        build = kc.build_image(repo_url=repo_url, context=image_context, image=image, report_dir=report_dir)
+        build.set_display_name("build-image").set_retry(num_retries=2, backoff_duration="10s")
+        _secrets(build, ht.GIT_SECRET, ht.REGISTRY_SECRET)
 
-    rolled = kc.rollout(repo_url=repo_url, commit=to_source.outputs["commit"], env=source_env, model=model,
-                        stages=stages, kubeconfig=kubeconfig, report_dir=report_dir)
-    rolled.set_display_name("rollout")
-    _secrets(rolled, ht.GIT_SECRET)
+        rendered = kc.render(repo_url=repo_url, catalog=catalog, model=model, env=source_env,
+                             image=build.outputs["image"], report_dir=report_dir)
+        rendered.set_display_name("render").set_retry(num_retries=2, backoff_duration="10s")
+        _secrets(rendered, ht.GIT_SECRET)
 
-    smoke = kc.smoke_test(target=rolled.outputs["target"], namespace=rolled.outputs["namespace"],
-                          kubeconfig=kubeconfig, report_dir=report_dir)
-    smoke.set_display_name("smoke-test").set_retry(num_retries=2, backoff_duration="10s")
-    _secrets(smoke, ht.API_TOKEN_SECRET)
-    for key, value in ht.GPU_POOL_SELECTOR.items():
-        kfp_k8s.add_node_selector(smoke, label_key=key, label_value=value)
-    for tol in ht.GPU_TOLERATIONS:
-        kfp_k8s.add_toleration(smoke, key=tol.key, operator=tol.operator, effect=tol.effect)
+        checked = kc.build_overlays(repo_url=repo_url, commit=rendered.outputs["commit"], env=source_env,
+                                    model=model, report_dir=report_dir)
+        checked.set_display_name("build-overlays").set_retry(num_retries=2, backoff_duration="10s")
+        _secrets(checked, ht.GIT_SECRET)
 
-    with dsl.If(smoke.output == True, name="all-gates-passed"):  # noqa: E712 (a kfp expression)
-        to_target = kc.promote(repo_url=repo_url, model=model, target=target_env, source=source_env,
-                               commit="", report_dir=report_dir)
-        to_target.set_display_name("promote-target")
-        _secrets(to_target, ht.GIT_SECRET)
+        to_source = kc.promote(repo_url=repo_url, model=model, target=source_env, source="",
+                               commit=rendered.outputs["commit"], report_dir=report_dir)
+        to_source.set_display_name("promote-source").after(checked)
+        _secrets(to_source, ht.GIT_SECRET)
 
-    for task in (build, rendered, checked, to_source, rolled, smoke, to_target):
-        task.set_caching_options(False)  # every step has side effects (registry, git, cluster)
+        rolled = kc.rollout(repo_url=repo_url, commit=to_source.outputs["commit"], env=source_env,
+                            model=model, stages=stages, kubeconfig=kubeconfig, report_dir=report_dir)
+        rolled.set_display_name("rollout")
+        _secrets(rolled, ht.GIT_SECRET)
+
+        smoke = kc.smoke_test(target=rolled.outputs["target"], namespace=rolled.outputs["namespace"],
+                              kubeconfig=kubeconfig, report_dir=report_dir)
+        smoke.set_display_name("smoke-test").set_retry(num_retries=2, backoff_duration="10s")
+        _secrets(smoke, ht.API_TOKEN_SECRET)
+        _place(smoke, placement)
+
+        with dsl.If(smoke.output == True, name="all-gates-passed"):  # noqa: E712 (a kfp expression)
+            to_target = kc.promote(repo_url=repo_url, model=model, target=target_env, source=source_env,
+                                   commit="", report_dir=report_dir)
+            to_target.set_display_name("promote-target")
+            _secrets(to_target, ht.GIT_SECRET)
+
+        for task in (build, rendered, checked, to_source, rolled, smoke, to_target):
+            task.set_caching_options(False)  # every step has side effects (registry, git, cluster)
+
+    return deploy_model
+
+
+deploy_model = kfp_pipeline()  # the default placement: what pipelines/dist holds and local runs execute
 
 
 # -- Argo Workflows (hera) -------------------------------------------------------------------------------
@@ -102,7 +118,7 @@ def _out(task: str, name: str) -> str:
     return "{{tasks.%s.outputs.parameters.%s}}" % (task, name)  # noqa: UP031
 
 
-def argo_workflow_template() -> Any:
+def argo_workflow_template(placement: StepPlacement = DEFAULT_PLACEMENT) -> Any:
     """The same DAG as an Argo ``WorkflowTemplate`` (a hera object; ``.to_dict()`` for YAML)."""
     from hera.workflows import DAG, Parameter, WorkflowTemplate
 
@@ -131,7 +147,7 @@ def argo_workflow_template() -> Any:
                 "repo_url": _p("repo_url"), "commit": _out("promote-source", "commit"),
                 "env": _p("source_env"), "model": _p("model"), "stages": _p("stages"),
                 "kubeconfig": _p("kubeconfig"), "report_dir": _p("report_dir")})
-            smoke = ht.smoke_test(name="smoke-test", arguments={
+            smoke = ht.smoke_test_template(placement)(name="smoke-test", arguments={
                 "target": _out("rollout", "target"), "namespace": _out("rollout", "namespace"),
                 "kubeconfig": _p("kubeconfig"), "report_dir": _p("report_dir")})
             to_target = ht.promote(name="promote-target", when=f"{_out('smoke-test', 'passed')} == true",

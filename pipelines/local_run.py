@@ -144,21 +144,6 @@ def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path,
 BROKEN_MARK = "-broken"  # image repositories the demo cluster treats as never becoming ready
 
 
-def cluster_config_for(catalog: Any, never_ready: list[str] | None = None) -> Any:
-    """An embedded-cluster config with the catalog's GPU pools (labels, taints, topology) and a CPU pool."""
-    from controller.sim.config import ClusterConfig, PoolConfig, Taint
-
-    pools = [PoolConfig(name="cpu", count=2, cpu=32, memory_gi=128)]
-    for p in catalog.nodePools:
-        taints = [Taint(key=t.key, value=t.value or "", effect=t.effect) for t in p.tolerations
-                  if t.key and t.effect]
-        pools.append(PoolConfig(name=p.name, count=p.nodes, gpus_per_node=p.gpusPerNode, gpu_product=p.gpu,
-                                cpu=p.cpuPerNode, memory_gi=p.memoryGiBPerNode, labels=dict(p.nodeSelector),
-                                taints=taints, topology_key=p.topologyKey,
-                                topology_domains=4 if p.topologyKey else 1))
-    return ClusterConfig(pools=pools, never_ready_images=list(never_ready or []))
-
-
 @dataclass
 class LocalStack:
     """Everything a local deploy-model run talks to; ``close()`` stops it all."""
@@ -191,6 +176,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> Loca
     import secrets
 
     from components.catalog import load_catalog
+    from components.catalog_cluster import cluster_config_for
     from components.images import LocalRegistry
     from controller.sim.apiserver import ApiServer
     from controller.sim.cluster import Cluster
@@ -198,7 +184,9 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> Loca
 
     cat = load_catalog(catalog_path)
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = Cluster(cluster_config_for(cat, never_ready=[f"*/lwsflow/*{BROKEN_MARK}@*"]))
+    config = cluster_config_for(cat, never_ready=[f"*/lwsflow/*{BROKEN_MARK}@*"])
+    # Realtime: start the virtual clock at wall time, so kubectl's client-side ages start sensible.
+    cluster = Cluster(config, now0=time.time())
     engines = EnginePodHook()
     cluster.pod_hooks.append(engines)
     for env in cat.environments:

@@ -11,7 +11,7 @@ hooks). Failed stages are red; a rollback is a black marker at its time.
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ def _lanes(reports: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]
 
 
 def draw_timeline(reports: dict[str, dict[str, Any]], path: Path) -> Path:
-    """Write the PNG to ``path`` (atomically) and return it."""
+    """Write the PNG to ``path`` (atomically, with the mode any file the user creates gets) and return it."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: files only
@@ -61,9 +61,12 @@ def draw_timeline(reports: dict[str, dict[str, Any]], path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    # Not mkstemp: its files are 0600; an ordinary open honours the umask (0644 as a rule).
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
     return path

@@ -22,15 +22,42 @@ pipeline_app = typer.Typer(help="Compile and submit the deploy-model pipeline (k
 app.add_typer(pipeline_app, name="pipeline")
 
 
+# GPU-pool placement of the steps that need it (the smoke test): shared by compile and submit.
+NodeSelectorOpt = Annotated[list[str] | None, typer.Option(
+    "--node-selector", metavar="KEY=VALUE",
+    help="node selector of the steps that run in the GPU pool (the smoke test); repeatable. "
+         "Default: the example catalog's H100 pool, cloud.google.com/gke-accelerator=nvidia-h100-80gb")]
+TolerationOpt = Annotated[list[str] | None, typer.Option(
+    "--toleration", metavar="KEY[=VALUE]:EFFECT",
+    help="toleration of those steps (no VALUE: operator Exists); repeatable. "
+         "Default: nvidia.com/gpu:NoSchedule. Giving either flag replaces the whole default")]
+AnyNodeOpt = Annotated[bool, typer.Option(
+    "--any-node", help="no node selector or tolerations: the smoke test runs on any node")]
+
+
 @pipeline_app.command("compile")
 def compile_cmd(
     out: Annotated[Path, typer.Option("--out", help="folder for deploy-model.kfp.yaml and .argo.yaml")],
+    node_selector: NodeSelectorOpt = None,
+    toleration: TolerationOpt = None,
+    any_node: AnyNodeOpt = False,
 ) -> None:
     """Compile deploy-model to kfp IR YAML and an Argo WorkflowTemplate (offline, milliseconds)."""
+    from components.step_placement import placement_from_flags
     from pipelines.compile import compile_all
 
-    for path in compile_all(out):
+    placement = placement_from_flags(node_selector or [], toleration or [], any_node)
+    for path in compile_all(out, placement):
         print(path)
+
+
+def run_arguments(model: str, repo_url: str, image: str, stages: str = "") -> dict[str, str]:
+    """The run's parameters; ``stages`` only when given, so the pipeline's default (empty: the
+    catalog's stages for the environment) applies otherwise."""
+    args = {"model": model, "repo_url": repo_url, "image": image}
+    if stages.strip():
+        args["stages"] = stages.strip()
+    return args
 
 
 @pipeline_app.command("submit")
@@ -41,16 +68,25 @@ def submit_cmd(
     kfp_host: Annotated[str, typer.Option("--kfp-host", envvar="KFP_HOST", help="KFP API endpoint")] = "",
     argo_host: Annotated[str, typer.Option("--argo-host", envvar="ARGO_SERVER", help="Argo Server URL")] = "",
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Argo namespace")] = "argo",
-    stages: Annotated[str, typer.Option("--stages")] = "1,50%,100%",
+    stages: Annotated[str, typer.Option(
+        "--stages",
+        help="rollout stages, e.g. 1,50%,100% (default: the catalog's for the environment)")] = "",
+    node_selector: NodeSelectorOpt = None,
+    toleration: TolerationOpt = None,
+    any_node: AnyNodeOpt = False,
 ) -> None:
     """Submit deploy-model to a KFP endpoint or register it on an Argo Server (needs a real cluster)."""
-    args = {"model": model, "repo_url": repo_url, "image": image, "stages": stages}
+    from components.step_placement import placement_from_flags
+
+    args = run_arguments(model, repo_url, image, stages)
+    placement = placement_from_flags(node_selector or [], toleration or [], any_node)
     if kfp_host:
         import kfp
 
-        from pipelines.deploy_model import deploy_model
+        from pipelines.deploy_model import kfp_pipeline
 
-        run = kfp.Client(host=kfp_host).create_run_from_pipeline_func(deploy_model, arguments=args)
+        pipeline = kfp_pipeline(placement)
+        run = kfp.Client(host=kfp_host).create_run_from_pipeline_func(pipeline, arguments=args)
         print(f"kfp run {run.run_id}")
     elif argo_host:
         from hera.shared import global_config
@@ -59,7 +95,7 @@ def submit_cmd(
 
         global_config.host = argo_host
         global_config.token = os.environ.get("ARGO_TOKEN")  # a secret: from the environment, never a flag
-        wt = argo_workflow_template()
+        wt = argo_workflow_template(placement)
         wt.namespace = namespace
         wt.create()
         print(f"argo workflowtemplate {namespace}/{wt.name}")

@@ -44,7 +44,8 @@ def rollout(
     no_rollback: Annotated[bool, typer.Option("--no-rollback", help="on failure leave it paused")] = False,
     retry: Annotated[bool, typer.Option("--retry", help="roll out again a manifest that failed")] = False,
     auto_budget: Annotated[bool, typer.Option("--auto-budget",
-                                              help="if surge does not fit: maxSurge 0")] = False,
+                                              help="if the plan does not fit the GPUs: the "
+                                              "first smaller budget that does")] = False,
     smoke: Annotated[bool, typer.Option("--smoke", help="smoke-test the target after each stage")] = False,
     hook: Annotated[list[str] | None, typer.Option(help="command after each stage (exit 0 passes)")] = None,
     probe: Annotated[list[str] | None, typer.Option(help="URL probed after each stage (2xx passes)")] = None,
@@ -90,7 +91,9 @@ def rollout(
         return 0
     if action == "pause":
         session.set_flags(kube, clock.now(), target, paused=True)
-        out.line(f"{target}: pause requested; the controller stops before the next stage")
+        out.line(f"{target}: pause requested; the controller stops at its next step, mid-stage "
+                 "included: the partition stays where it is (groups it already released still "
+                 "update) and no further stage starts until `resume`")
         return 0
     if action == "resume":
         session.set_flags(kube, clock.now(), target, paused=False)

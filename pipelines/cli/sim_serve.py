@@ -15,7 +15,17 @@ def serve(
     config: Annotated[
         Path | None,
         typer.Option(
-            "--config", help="Cluster config YAML (default: a CPU pool and 16 nodes x 8 H100-80GB)."
+            "--config",
+            help="Cluster config YAML (default: a CPU pool plus the example catalog's GPU pools, "
+            "16 nodes x 8 H100-80GB and 8 nodes x 4 L40S).",
+        ),
+    ] = None,
+    catalog: Annotated[
+        Path | None,
+        typer.Option(
+            "--catalog",
+            help="Build the cluster from a catalog's nodePools (labels, GPU product, taints, topology, "
+            "CPU/memory), so its rendered pods schedule; instead of --config.",
         ),
     ] = None,
     port: Annotated[int, typer.Option("--port", help="TCP port on 127.0.0.1 (0: any free port).")] = 0,
@@ -39,6 +49,7 @@ def serve(
     import secrets
     import signal
     import threading
+    import time
 
     from controller.errors import InvalidInput
     from controller.sim.apiserver import ApiServer
@@ -52,8 +63,18 @@ def serve(
         raise InvalidInput(f"must be greater than 0, got {speed:g}", field="--speed")
     if duration is not None and duration < 0:
         raise InvalidInput(f"must be >= 0, got {duration:g}", field="--duration")
-    cfg = ClusterConfig.from_file(config) if config is not None else ClusterConfig.default()
-    cluster = Cluster(cfg)
+    if config is not None and catalog is not None:
+        raise InvalidInput("give --config or --catalog, not both", field="--catalog")
+    if catalog is not None:
+        from components.catalog import load_catalog
+        from components.catalog_cluster import cluster_config_for
+
+        cfg = cluster_config_for(load_catalog(catalog))
+    else:
+        cfg = ClusterConfig.from_file(config) if config is not None else ClusterConfig.default()
+    # Virtual time starts at wall time: kubectl computes ages client-side against the wall clock, so
+    # they start right (they then drift by --speed; see docs/embedded-cluster.md).
+    cluster = Cluster(cfg, now0=time.time())
     token = secrets.token_urlsafe(32)  # only ever written to the 0600 kubeconfig, never printed
     api = ApiServer(cluster.store, port=port, token=token, clock=cluster.now, speed=speed)
     try:

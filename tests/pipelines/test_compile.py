@@ -51,6 +51,8 @@ def test_kfp_yaml_loads_back_and_parses_as_the_ir_proto(compiled: dict[str, Path
     docs = list(yaml.safe_load_all(compiled["kfp"].read_text()))
     spec = pipeline_spec_pb2.PipelineSpec()
     json_format.ParseDict(docs[0], spec)  # raises on any field the IR does not have
+    # empty stages by default: the rollout step then uses the catalog's stages for the environment
+    assert docs[0]["root"]["inputDefinitions"]["parameters"]["stages"]["defaultValue"] == ""
     dag = spec.root.dag.tasks
     assert dag["render"].dependent_tasks == ["build-image"]
     assert dag["rollout"].dependent_tasks == ["promote"]
@@ -65,9 +67,67 @@ def test_kfp_platform_spec_carries_secrets_and_the_gpu_pool(compiled: dict[str, 
     build = execs["exec-build-image"]
     assert {s["secretName"] for s in build["secretAsEnv"]} == {"lwsflow-git", "lwsflow-registry"}
     smoke = execs["exec-smoke-test"]
-    assert smoke["nodeSelector"]["labels"] == {"lwsflow.io/node-pool": "gpu"}
-    assert smoke["tolerations"][0]["key"] == "nvidia.com/gpu"
+    # the default placement: the example catalog's H100 pool (nodeSelector and toleration)
+    assert smoke["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert smoke["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert {s["secretName"] for s in smoke["secretAsEnv"]} == {"lwsflow-api-token"}
+    # the other steps need no GPU pool
+    others = [e for name, e in execs.items() if name != "exec-smoke-test"]
+    assert not any("nodeSelector" in e or "tolerations" in e for e in others)
+
+
+def test_default_placement_is_the_example_catalogs_h100_pool(example_catalog: Path) -> None:
+    from components.catalog import load_catalog
+    from components.step_placement import DEFAULT_PLACEMENT
+
+    pool = next(p for p in load_catalog(example_catalog).nodePools if p.name == "h100x8")
+    assert DEFAULT_PLACEMENT.node_selector == pool.nodeSelector
+    assert [(t.key, t.operator, t.value or "", t.effect) for t in DEFAULT_PLACEMENT.tolerations] == [
+        (t.key, t.operator, t.value or "", t.effect) for t in pool.tolerations]
+
+
+def _placed(kfp_path: Path, argo: dict) -> tuple[dict, dict]:
+    execs = list(yaml.safe_load_all(kfp_path.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]
+    smoke_tpl = next(t for t in argo["spec"]["templates"] if t["name"] == "smoke-test")
+    return execs["executors"]["exec-smoke-test"], smoke_tpl
+
+
+def test_compile_places_the_smoke_test_where_the_flags_say(tmp_path: Path) -> None:
+    from pipelines.cli import main
+
+    assert main(["pipeline", "compile", "--out", str(tmp_path / "own"), "--node-selector", "pool=gpu-a",
+                 "--node-selector", "zone=b", "--toleration", "dedicated=llm:NoExecute"]) == 0
+    kfp_smoke, argo_smoke = _placed(tmp_path / "own" / "deploy-model.kfp.yaml",
+                                    yaml.safe_load((tmp_path / "own" / "deploy-model.argo.yaml").read_text()))
+    assert kfp_smoke["nodeSelector"]["labels"] == argo_smoke["nodeSelector"] == {"pool": "gpu-a", "zone": "b"}
+    tol = {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoExecute"}
+    assert kfp_smoke["tolerations"] == argo_smoke["tolerations"] == [tol]  # flags replace the default
+
+    assert main(["pipeline", "compile", "--out", str(tmp_path / "any"), "--any-node"]) == 0
+    kfp_smoke, argo_smoke = _placed(tmp_path / "any" / "deploy-model.kfp.yaml",
+                                    yaml.safe_load((tmp_path / "any" / "deploy-model.argo.yaml").read_text()))
+    assert not {"nodeSelector", "tolerations"} & (set(kfp_smoke) | set(argo_smoke))
+    doc = yaml.safe_load((tmp_path / "any" / "deploy-model.argo.yaml").read_text())
+    assert list(_argo_validator("WorkflowTemplate").iter_errors(doc)) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--node-selector", "pool"], "--node-selector: 'pool': expected KEY=VALUE"),
+    (["--node-selector", "a=1", "--node-selector", "a=2"], "--node-selector: 'a=2': 'a' given twice"),
+    (["--node-selector", "bad key=x"], "--node-selector: 'bad key=x': 'bad key' is not a valid label key"),
+    (["--toleration", "nvidia.com/gpu"], "--toleration: 'nvidia.com/gpu': expected KEY[=VALUE]:EFFECT"),
+    (["--toleration", "k=v:Never"], "--toleration: 'k=v:Never': effect must be one of NoSchedule, "
+                                    "PreferNoSchedule, NoExecute"),
+    (["--any-node", "--toleration", "k:NoSchedule"], "--any-node: --any-node takes no --node-selector or "
+                                                      "--toleration"),
+])
+def test_bad_placement_flags_are_one_line_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      args: list[str], message: str) -> None:
+    from pipelines.cli import main
+
+    assert main(["pipeline", "compile", "--out", str(tmp_path), *args]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert not list(tmp_path.iterdir())  # nothing compiled
 
 
 def test_no_secret_values_in_parameters(compiled: dict[str, Path]) -> None:
@@ -88,6 +148,8 @@ def test_argo_workflow_template_validates_against_the_schema(compiled: dict[str,
     errors = list(_argo_validator("WorkflowTemplate").iter_errors(doc))
     assert errors == []
     assert doc["spec"]["onExit"] == "report"
+    params = {p["name"]: p.get("value") for p in doc["spec"]["arguments"]["parameters"]}
+    assert params["stages"] == ""  # the catalog's stages unless a run sets them
     dag = next(t for t in doc["spec"]["templates"] if t["name"] == "deploy")["dag"]["tasks"]
     assert [t["name"] for t in dag] == STEPS
     retried = {t["name"] for t in doc["spec"]["templates"] if "retryStrategy" in t}

@@ -23,7 +23,13 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
     bad = summary["bad_release"]
     assert bad["checks"] == {k: True for k in bad["checks"]}, bad
     assert bad["live_images"] == [good["image"]]
+    plain_mode = (tmp_path / "summary.json").stat().st_mode & 0o777  # what an ordinary write gets
     for picture in ("timeline.png", "stages.png"):
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / picture).stat().st_mode & 0o777 == plain_mode, picture  # not mkstemp's 0600
+    assert not list(tmp_path.glob(".*.tmp"))
     assert "llama-70b" in out and "cluster on the old revision" in out
+    # the gate's verdict as one clean line; no exception class paths in the progress
+    assert "bad release: rolled back at stage 1: deadline (" in out
+    assert "controller.errors" not in out and "Traceback" not in out
     assert code == 0

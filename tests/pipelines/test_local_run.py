@@ -62,6 +62,7 @@ def test_release_runs_every_step_and_promotes(stack: LocalStack, tmp_path: Path)
     assert head.headers["Docker-Content-Digest"] == built["digest"]
     roll = run.reports["rollout"]
     assert roll["result"] == "succeeded" and roll["targets"] == [1, 2]
+    assert roll["stages_spec"] == "1,100%"  # no stages parameter: the catalog's for dev
     assert [s["result"] for s in roll["stages"]] == ["passed", "passed"]
     assert run.reports["smoke"]["passed"] is True
     # the cluster runs the new image on every group, all ready

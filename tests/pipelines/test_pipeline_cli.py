@@ -28,6 +28,21 @@ def test_pipeline_submit_without_an_endpoint_is_a_user_error(monkeypatch: pytest
     assert "no pipeline endpoint" in capsys.readouterr().err
 
 
+def test_submit_checks_the_placement_flags_like_compile(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["pipeline", "submit", "--model", "m", "--repo-url", "r", "--image", "127.0.0.1:1/x:1",
+                 "--toleration", "nvidia.com/gpu"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --toleration: 'nvidia.com/gpu': expected KEY[=VALUE]:EFFECT")
+
+
+def test_submit_leaves_the_stages_to_the_catalog_unless_given() -> None:
+    from pipelines.cli.pipeline import run_arguments
+
+    assert "stages" not in run_arguments("m", "r", "i")  # the pipeline's "" default: the catalog's stages
+    assert run_arguments("m", "r", "i", " 1,50%,100% ")["stages"] == "1,50%,100%"
+
+
 def test_build_image_prints_the_pinned_reference(registry: LocalRegistry, build_context: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["build-image", str(build_context), "--image", f"{registry.host}/lwsflow/cli:1"]) == 0

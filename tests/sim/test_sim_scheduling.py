@@ -95,13 +95,16 @@ def test_node_selector_and_taints_filter_nodes():
 
 
 def test_default_cluster_shape():
-    """ClusterConfig.default(): a CPU pool and 16 x 8 H100-80GB nodes in 4 topology blocks."""
+    """ClusterConfig.default(): a CPU pool, 16 x 8 H100-80GB nodes in 4 topology blocks, 8 x 4 L40S."""
     c = Cluster()
     gpu = [n for n in c.store.iter_raw("nodes") if n["metadata"]["labels"][L.NODE_POOL] == "h100x8"]
     assert len(gpu) == 16
     labels = gpu[0]["metadata"]["labels"]
-    assert labels[L.GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3" and labels["kubernetes.io/hostname"]
+    # the example catalog's values: its rendered pods select nvidia.com/gpu.product = the catalog's gpu
+    assert labels[L.GPU_PRODUCT] == "nvidia-h100-80gb" and labels["kubernetes.io/hostname"]
+    assert labels["cloud.google.com/gke-accelerator"] == "nvidia-h100-80gb"
     assert gpu[0]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert len({n["metadata"]["labels"][TOPO] for n in gpu}) == 4
     assert gpu[0]["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
-    assert any(n["metadata"]["labels"][L.NODE_POOL] == "cpu" for n in c.store.iter_raw("nodes"))
+    pools = [n["metadata"]["labels"][L.NODE_POOL] for n in c.store.iter_raw("nodes")]
+    assert pools.count("cpu") == 4 and pools.count("l40sx4") == 8
