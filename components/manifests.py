@@ -13,8 +13,12 @@
   pods only, so utilization is averaged over leaders; workers' load is invisible to it.
 
 The rollout settings travel as annotations (``lwsflow.io/rollout-*``) on the LWS/DS, where the
-rollout controller reads them in GitOps mode; ``partition`` is never rendered (the controller owns
-it during a staged rollout). Output is deterministic: no timestamps, fixed key order.
+rollout controller reads them in GitOps mode. Every LeaderWorkerSet is rendered **frozen**:
+``rollingUpdateConfiguration.partition = replicas`` (each environment overlay patches it to its own
+replicas), so a new template synced by Argo CD (which ignores partition differences) updates no
+group until the rollout controller lowers the partition stage by stage; the controller puts it back
+to ``replicas`` when a rollout ends. A DisaggregatedSet forbids a partition (lws-semantics §f), so
+its roles carry none. Output is deterministic: no timestamps, fixed key order.
 """
 
 from __future__ import annotations
@@ -105,9 +109,12 @@ def _lws(catalog: Catalog, spec: ModelSpec, rs: RoleSizing, name: str, namespace
     extra = {L.PD_PAIR: pair} if pair else {}
     labels = {**pod_labels(spec, rs.role, rs.pool), **extra}
     annotations = {**_rollout_annotations(spec), **_workload_annotations(catalog, spec, rs)}
+    lws_spec = _lws_spec(catalog, spec, rs, extra, where)
+    # Frozen at rest (partition >= replicas updates no existing group, lws-semantics §d): a template
+    # change synced from Git waits for the rollout controller to stage it.
+    lws_spec["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = rs.replicas
     return {"apiVersion": L.LWS_API_VERSION, "kind": L.LWS_KIND,
-            "metadata": _meta(name, namespace, labels, annotations),
-            "spec": _lws_spec(catalog, spec, rs, extra, where)}
+            "metadata": _meta(name, namespace, labels, annotations), "spec": lws_spec}
 
 
 def _service(spec: ModelSpec, name: str, namespace: str, role: str, pool: str,

@@ -1,21 +1,69 @@
-"""Capacity check before a rollout: do the plan's surge groups fit in the free GPUs? (pure)
+"""Capacity check before a rollout: can the whole rolling update be placed? (pure)
 
-Surge groups (``maxSurge``) run next to every old group, so they need GPUs nobody frees for them.
-A group is a gang: it fits only if all of its pods (leader + ``size - 1`` workers) can be placed at
-once. Placement here is first-fit-decreasing per pod over nodes that are Ready, schedulable, match
-the pod's ``nodeSelector`` and tolerate the node's taints, counting the GPUs that bound pods
-already request. Without surge, a rolling update reuses the GPUs of the groups it replaces, so it
-always fits. When it does not fit, :func:`auto_budget` gives the fallback: ``maxSurge 0``,
-``maxUnavailable >= 1`` (slower, trades availability for capacity).
+A group is a gang: it runs only if all of its pods (leader + ``size - 1`` workers) are placed at
+once, so placement here is per pod, first-fit-decreasing over nodes that are Ready, schedulable,
+match the pod's ``nodeSelector`` and tolerate the node's taints, counting the GPUs bound pods
+already request. Every new group is placed with the **new** template's pod specs (GPUs, node
+selector, tolerations); the GPUs an old group frees are the ones its pods really hold, on their
+nodes. So a release that needs more GPUs per group than the old one is checked as such.
+
+The rolling update is simulated the way LWS runs it (lws-semantics §d) for a budget ``(maxSurge S,
+maxUnavailable U)``:
+
+1. the template change creates ``S`` surge groups at once, next to every old group (surge groups
+   already there, e.g. created while a GitOps-synced template sat frozen, count as placed);
+2. old groups are replaced highest ordinal first, ``W = max(1, U + S)`` at a time: before new group
+   ``k`` must be placed, old groups ``0..k+W-1`` (in replacement order) are gone; a window that
+   cannot place its new group never progresses (LWS waits for it to be ready);
+3. surge is reclaimed once ``u`` not-yet-replaced groups are ``<= S`` (``R + max(0, u - U)``).
+
+A DisaggregatedSet is the same per role with the DS planner's bounds (``old + new <= target +
+maxSurge``; the default per role, with no ``rollingUpdateConfiguration``, is maxSurge 1 /
+maxUnavailable 0, §f); its roles advance in lockstep, so their replacements are interleaved by
+fraction done on the shared nodes. :func:`choose_budget` is ``--auto-budget``: the first budget,
+from the configured one towards less surge and then more unavailability, whose simulation fits.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.api import labels as L
+from controller.api.common import resolve_int_or_percent
 from controller.rollout import gate
+
+Usage = dict[str, int]  # node -> GPUs one group holds there
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A rolling-update budget: how many groups may be added (surge) / taken down (unavailable)."""
+
+    max_surge: int
+    max_unavailable: int
+
+    def __str__(self) -> str:
+        return f"maxSurge {self.max_surge}, maxUnavailable {self.max_unavailable}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One LWS (or one DS role) to roll: the new group's pods, the old groups, the budget."""
+
+    name: str  # "" for a single LWS, the role name for a DS role
+    specs: list[dict]  # pod specs of one NEW group: leader first
+    replicas: int  # groups it ends with
+    budget: Budget
+    old_groups: list[Usage] = field(default_factory=list)  # in replacement order
+    old_gpus_per_group: int = 0
+    surge_present: list[Usage] = field(default_factory=list)  # new-template groups already running
+    # a DS role: no separate surge groups; new group k waits until old + k + 1 <= target + maxSurge
+    ds: bool = False
+
+    @property
+    def gpus_per_group(self) -> int:
+        return sum(_gpu(s) for s in self.specs)
 
 
 @dataclass(frozen=True)
@@ -24,18 +72,39 @@ class CapacityReport:
 
     fits: bool
     surge_groups: int
-    groups_that_fit: int
-    gpus_per_group: int
+    groups_that_fit: int  # surge groups placed
+    gpus_per_group: int  # of the NEW template
     free_gpus: int
     eligible_nodes: int
     per_node_free: dict[str, int] = field(default_factory=dict)
+    old_gpus_per_group: int = 0
+    replaced_groups: int = 0
+    replaced_that_fit: int = 0
+    budget: Budget | None = None
+    role: str = ""
+    window: int = 1
+    stuck_free_gpus: int = 0  # free GPUs on eligible nodes when a replacement found no room
 
     @property
     def message(self) -> str:
-        verdict = "fit" if self.fits else "do NOT fit"
-        return (f"{self.surge_groups} surge group(s) x {self.gpus_per_group} GPUs {verdict}: "
-                f"{self.groups_that_fit} group(s) placeable in {self.free_gpus} free GPUs on "
-                f"{self.eligible_nodes} eligible node(s)")
+        who = f"role {self.role}: " if self.role else ""
+        if self.groups_that_fit < self.surge_groups:
+            return (f"{who}{self.surge_groups} surge group(s) x {self.gpus_per_group} GPUs do NOT fit: "
+                    f"{self.groups_that_fit} group(s) placeable in {self.free_gpus} free GPUs on "
+                    f"{self.eligible_nodes} eligible node(s)")
+        replace_text = (f"{self.replaced_groups} group(s) of {self.old_gpus_per_group} GPUs replaced by "
+                        f"groups of {self.gpus_per_group} GPUs, {self.window} at a time ({self.budget})")
+        if not self.fits:
+            return (f"{who}{replace_text} do NOT fit: new group {self.replaced_that_fit + 1} of "
+                    f"{self.replaced_groups} finds no room in {self.stuck_free_gpus} free GPUs on "
+                    f"{self.eligible_nodes} eligible node(s) once the old groups ahead of it freed "
+                    f"theirs ({self.free_gpus} free before the rollout)")
+        return (f"{who}{self.surge_groups} surge group(s) x {self.gpus_per_group} GPUs fit; "
+                f"{replace_text} fit ({self.free_gpus} free GPUs on {self.eligible_nodes} eligible "
+                "node(s))")
+
+
+# -- cluster reading ---------------------------------------------------------------------------------
 
 
 def _gpu(pod_spec: dict) -> int:
@@ -91,50 +160,254 @@ def free_gpus(nodes: list[dict], pods: list[dict]) -> dict[str, int]:
     return free
 
 
-def group_pod_specs(lws: dict) -> list[dict]:
-    """The pod specs of one group: the leader (leaderTemplate or workerTemplate) then the workers."""
-    lwt = (lws.get("spec") or {}).get("leaderWorkerTemplate") or {}
+def group_pod_specs(lws_spec_owner: dict) -> list[dict]:
+    """The pod specs of one group: the leader (leaderTemplate or workerTemplate) then the workers.
+
+    Takes an LWS object or a DS role (anything with ``spec.leaderWorkerTemplate``).
+    """
+    lwt = (lws_spec_owner.get("spec") or {}).get("leaderWorkerTemplate") or {}
     size = int(lwt.get("size") or 1)
     worker = (lwt.get("workerTemplate") or {}).get("spec") or {}
     leader = (lwt.get("leaderTemplate") or {}).get("spec") or worker
     return [leader] + [worker] * (size - 1)
 
 
-def check(lws: dict, nodes: list[dict], pods: list[dict]) -> CapacityReport:
-    """Whether ``maxSurge`` whole groups of ``lws``'s template fit in the free GPUs right now."""
-    surge = gate.max_surge(lws)
+def _groups(pods: list[dict], match: dict[str, str]) -> dict[tuple[str, int], Usage]:
+    """GPU usage per (owning LWS, group index) of the bound, live pods whose labels match."""
+    out: dict[tuple[str, int], Usage] = {}
+    for p in pods:
+        meta, spec = p.get("metadata") or {}, p.get("spec") or {}
+        labels = meta.get("labels") or {}
+        if any(labels.get(k) != v for k, v in match.items()) or not spec.get("nodeName"):
+            continue
+        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        try:
+            gi = int(labels.get(L.GROUP_INDEX, ""))
+        except ValueError:
+            continue
+        use = out.setdefault((labels.get(L.NAME, ""), gi), {})
+        use[spec["nodeName"]] = use.get(spec["nodeName"], 0) + _gpu(spec)
+    return out
+
+
+def _old_gpus(groups: list[Usage], fallback: int) -> int:
+    return max((sum(u.values()) for u in groups), default=fallback)
+
+
+def _in(pods: list[dict], namespace: str | None) -> list[dict]:
+    return [p for p in pods if namespace is None or (p.get("metadata") or {}).get("namespace") in
+            (None, namespace)]
+
+
+def lws_plan(lws: dict, pods: list[dict], budget: Budget | None = None,
+             namespace: str | None = None) -> Plan:
+    """The plan for rolling ``lws``'s template (as given: the new one) over its running groups.
+
+    ``namespace``: where the LWS lives (default: its metadata; a manifest may not say).
+    """
+    meta = lws.get("metadata") or {}
+    r = gate.replicas(lws)
+    b = budget or Budget(gate.max_surge(lws), gate.max_unavailable(lws))
+    match = {L.NAME: meta.get("name", "")}
+    groups = _groups(_in(pods, namespace or meta.get("namespace")), match)
+    old = [groups[k] for k in sorted(groups, key=lambda k: -k[1]) if k[1] < r]  # highest first
+    surge = [groups[k] for k in sorted(groups) if k[1] >= r]
     specs = group_pod_specs(lws)
-    per_group = sum(_gpu(s) for s in specs)
-    free = free_gpus(nodes, pods)
-    eligible = {n["metadata"]["name"] for n in nodes if all(_eligible(n, s) for s in specs[:1])}
-    work = {k: v for k, v in free.items() if k in eligible}
-    by_name = {n["metadata"]["name"]: n for n in nodes}
-    placed = 0
-    for _ in range(surge):
-        trial = dict(work)
-        ok = True
-        for spec in sorted(specs, key=_gpu, reverse=True):  # first-fit decreasing, whole gang
+    return Plan("", specs, r, b, old, _old_gpus(old, sum(_gpu(s) for s in specs)), surge)
+
+
+def role_budget(role: dict) -> Budget:
+    """A DS role's budget: its rollingUpdateConfiguration, else the DS planner's maxSurge 1 /
+    maxUnavailable 0 (lws-semantics §f); percentages resolve against the role's replicas."""
+    rspec = role.get("spec") or {}
+    r = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
+    ruc = (rspec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
+    if not ruc:
+        return Budget(1, 0)
+    return Budget(resolve_int_or_percent(ruc.get("maxSurge"), r, round_up=True, default=0),
+                  resolve_int_or_percent(ruc.get("maxUnavailable", 1), r, round_up=False, default=1))
+
+
+def ds_plans(ds: dict, pods: list[dict], budgets: dict[str, Budget] | None = None,
+             namespace: str | None = None) -> list[Plan]:
+    """One plan per role of ``ds`` (its roles as given: the new ones) over the role's running groups.
+
+    ``maxSurge`` applies per slice, so a DS with ``slices: n`` surges ``n`` times as many groups.
+    """
+    meta = ds.get("metadata") or {}
+    slices = int((ds.get("spec") or {}).get("slices") or 1)
+    targets = gate.ds_role_targets(ds)
+    plans = []
+    for role in (ds.get("spec") or {}).get("roles") or []:
+        name = role["name"]
+        b = (budgets or {}).get(name) or role_budget(role)
+        groups = _groups(_in(pods, namespace or meta.get("namespace")),
+                         {L.DS_NAME: meta.get("name", ""), L.DS_ROLE: name})
+        # the DS scales an old LWS down from its highest ordinal
+        old = [groups[k] for k in sorted(groups, key=lambda k: (k[0], -k[1]))]
+        specs = group_pod_specs(role)
+        plans.append(Plan(name, specs, targets[name],
+                          Budget(b.max_surge * slices, b.max_unavailable * slices), old,
+                          _old_gpus(old, sum(_gpu(s) for s in specs)), ds=True))
+    return plans
+
+
+# -- simulation --------------------------------------------------------------------------------------
+
+
+class _Pool:
+    """Free GPUs per node while the rollout is simulated."""
+
+    def __init__(self, nodes: list[dict], pods: list[dict]) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.free = free_gpus(nodes, pods)
+
+    def place(self, specs: list[dict]) -> Usage | None:
+        """Place one whole group (gang) or nothing: first-fit decreasing, tightest node first."""
+        trial = dict(self.free)
+        use: Usage = {}
+        for spec in sorted(specs, key=_gpu, reverse=True):
             need = _gpu(spec)
-            fit = next((n for n, f in sorted(trial.items(), key=lambda kv: kv[1])
-                        if f >= need and _eligible(by_name[n], spec)), None)
+            fit = next((n for n, f in sorted(trial.items(), key=lambda kv: (kv[1], kv[0]))
+                        if f >= need and _eligible(self.nodes[n], spec)), None)
             if fit is None:
-                ok = False
-                break
+                return None
             trial[fit] -= need
-        if not ok:
-            break
-        work, placed = trial, placed + 1
-    return CapacityReport(placed >= surge, surge, placed, per_group,
-                          sum(max(0, v) for k, v in free.items() if k in eligible), len(eligible),
-                          {k: v for k, v in free.items() if k in eligible})
+            use[fit] = use.get(fit, 0) + need
+        self.free = trial
+        return use
+
+    def release(self, use: Usage) -> None:
+        for n, g in use.items():
+            if n in self.free:
+                self.free[n] += g
+
+    def eligible(self, specs: list[dict]) -> dict[str, int]:
+        return {n: f for n, f in self.free.items() if specs and _eligible(self.nodes[n], specs[0])}
 
 
-def auto_budget(lws: dict) -> tuple[dict, str]:
-    """``lws`` with ``maxSurge: 0`` and ``maxUnavailable >= 1``, and a sentence saying so."""
+def simulate(plans: list[Plan], nodes: list[dict], pods: list[dict]) -> CapacityReport:
+    """Play the rolling update of every plan (lockstep) on the node pool; the first shortfall wins."""
+    pool = _Pool(nodes, pods)
+    first = plans[0]
+    before = {p.name: pool.eligible(p.specs) for p in plans}
+
+    def report(p: Plan, fits: bool, surge_placed: int, replaced: int) -> CapacityReport:
+        el = before[p.name]
+        return CapacityReport(
+            fits, p.budget.max_surge, surge_placed, p.gpus_per_group, sum(max(0, v) for v in el.values()),
+            len(el), el, p.old_gpus_per_group, p.replicas, replaced, p.budget, p.name,
+            max(1, p.budget.max_unavailable + p.budget.max_surge),
+            sum(max(0, v) for v in pool.eligible(p.specs).values()))
+
+    # 1. surge groups, all at once at the template change
+    surge: dict[str, list[Usage]] = {}
+    for p in plans:
+        surge[p.name] = list(p.surge_present)
+        if p.gpus_per_group == 0 or p.ds:
+            continue
+        while len(surge[p.name]) < p.budget.max_surge:
+            use = pool.place(p.specs)
+            if use is None:
+                return report(p, False, len(surge[p.name]), 0)
+            surge[p.name].append(use)
+    # 2./3. replacements, interleaved by fraction done (DS roles move in lockstep)
+    order = sorted(((k + 1) / max(1, p.replicas), i, k) for i, p in enumerate(plans)
+                   for k in range(p.replicas))
+    freed = dict.fromkeys(range(len(plans)), 0)
+    for _frac, i, k in order:
+        p = plans[i]
+        if p.gpus_per_group == 0:
+            continue
+        window = max(1, p.budget.max_unavailable + p.budget.max_surge)
+        # LWS: the window of W old groups goes down before their new groups come; DS: the planner
+        # scales new up first and drains old only as far as the surge bound demands
+        ahead = max(0, k + 1 - p.budget.max_surge) if p.ds else k + window
+        while freed[i] < min(len(p.old_groups), ahead):
+            pool.release(p.old_groups[freed[i]])
+            freed[i] += 1
+        u = p.replicas - k  # groups not replaced yet, this one included
+        keep = p.budget.max_surge if u > p.budget.max_surge else max(0, u - p.budget.max_unavailable)
+        while not p.ds and len(surge[p.name]) > keep:
+            pool.release(surge[p.name].pop())
+        if pool.place(p.specs) is None:
+            if p.ds and k < p.budget.max_surge:  # a DS's first maxSurge new groups are its surge
+                return report(p, False, k, 0)
+            return report(p, False, p.budget.max_surge, k)
+    worst = max(plans, key=lambda p: p.gpus_per_group) if plans else first
+    return report(worst, True, worst.budget.max_surge, worst.replicas)
+
+
+def check(lws: dict, nodes: list[dict], pods: list[dict], budget: Budget | None = None,
+          namespace: str | None = None) -> CapacityReport:
+    """Whether rolling ``lws``'s (new) template with its budget (or ``budget``) fits right now."""
+    return simulate([lws_plan(lws, pods, budget, namespace)], nodes, pods)
+
+
+def check_ds(ds: dict, nodes: list[dict], pods: list[dict],
+             budgets: dict[str, Budget] | None = None, namespace: str | None = None) -> CapacityReport:
+    """The same for every role of a DisaggregatedSet (per-role budgets, roles in lockstep)."""
+    return simulate(ds_plans(ds, pods, budgets, namespace), nodes, pods)
+
+
+def candidates(configured: Budget, replicas: int) -> list[Budget]:
+    """``--auto-budget``'s fallbacks, most available first: less surge (surge needs GPUs nobody
+    frees), then more groups down at once (frees more old GPUs per window); at least one group keeps
+    serving."""
+    out = [Budget(s, configured.max_unavailable if s else max(1, configured.max_unavailable))
+           for s in range(configured.max_surge - 1, -1, -1)]
+    out += [Budget(0, u) for u in range(max(1, configured.max_unavailable), max(1, replicas - 1) + 1)]
+    return [b for b in dict.fromkeys(out) if b != configured]
+
+
+def choose_budget(lws: dict, nodes: list[dict], pods: list[dict],
+                  namespace: str | None = None) -> tuple[Budget, CapacityReport] | None:
+    """The first fallback budget whose simulation fits, or None."""
+    plan = lws_plan(lws, pods, namespace=namespace)
+    for b in candidates(plan.budget, plan.replicas):
+        rep = simulate([replace(plan, budget=b)], nodes, pods)
+        if rep.fits:
+            return b, rep
+    return None
+
+
+def choose_ds_budgets(ds: dict, nodes: list[dict], pods: list[dict], namespace: str | None = None
+                      ) -> tuple[dict[str, Budget], CapacityReport] | None:
+    """Per-role fallbacks: walk the failing role's candidates (the others as they are) until the
+    whole DS fits, then the next failing role; None when no combination tried fits."""
+    roles = (ds.get("spec") or {}).get("roles") or []
+    budgets = {r["name"]: role_budget(r) for r in roles}
+    reps = {r["name"]: int((r.get("spec") or {}).get("replicas") or 1) for r in roles}
+    tried: set[str] = set()
+    rep = check_ds(ds, nodes, pods, budgets, namespace)
+    while not rep.fits and rep.role not in tried:
+        tried.add(rep.role)
+        for b in candidates(budgets[rep.role], reps[rep.role]):
+            trial = check_ds(ds, nodes, pods, {**budgets, rep.role: b}, namespace)
+            if trial.fits or trial.role != rep.role:
+                budgets[rep.role] = b
+                rep = trial
+                break
+    return (budgets, rep) if rep.fits else None
+
+
+def with_budget(lws: dict, budget: Budget) -> dict:
+    """``lws`` with ``budget`` in its rollingUpdateConfiguration."""
     out = copy.deepcopy(lws)
     ruc = out.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"}) \
         .setdefault("rollingUpdateConfiguration", {})
-    unavail = max(1, gate.max_unavailable(lws))
-    ruc["maxSurge"], ruc["maxUnavailable"] = 0, unavail
-    return out, (f"--auto-budget: surge does not fit; rolling with maxSurge 0, maxUnavailable {unavail} "
-                 "(each stage takes groups down instead of adding new ones)")
+    ruc["maxSurge"], ruc["maxUnavailable"] = budget.max_surge, budget.max_unavailable
+    return out
+
+
+def ds_with_budgets(ds: dict, budgets: dict[str, Budget]) -> dict:
+    """``ds`` with each role's budget written into its rollingUpdateConfiguration."""
+    out = copy.deepcopy(ds)
+    for role in out.get("spec", {}).get("roles") or []:
+        b = budgets.get(role["name"])
+        if b is not None:
+            rs = role.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"})
+            ruc = rs.setdefault("rollingUpdateConfiguration", {})
+            ruc["maxSurge"], ruc["maxUnavailable"] = b.max_surge, b.max_unavailable
+    return out

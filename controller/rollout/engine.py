@@ -156,6 +156,7 @@ class LwsRollout(RollbackSteps):
             return self._run_gate(st, act.stage)
         elif act.kind == planner.DONE:
             self._mark(st, phase=state.SUCCEEDED, last_good=state.pack(state.template_of(self.obj)))
+            self._freeze_at_rest(st)
             self.events.emit(self.obj, "RolloutSucceeded", f"rollout {st.id}: all stages passed")
             return Outcome(SUCCEEDED, f"rollout {st.id} succeeded", self.report)
         elif act.kind == planner.ROLLBACK:
@@ -186,7 +187,8 @@ class LwsRollout(RollbackSteps):
             id=uuid.uuid4().hex[:12], phase=state.STARTING, stages=self.opts.stages, targets=targets,
             passed=0, bake_s=self.opts.bake_s, deadline_s=self.opts.deadline_s, started=state.iso(now),
             updated=state.iso(now), stage_started=state.iso(now), no_rollback=self.opts.no_rollback,
-            manifest_hash=state.manifest_hash(self.manifest, obj), last_good=old.last_good)
+            manifest_hash=state.manifest_hash(self.manifest, obj), last_good=old.last_good,
+            gitops=self.manifest is None)
         if self.manifest is not None:
             st.previous_template = state.pack(cur_template)
             st.previous_hash = state.template_hash(cur_template)
@@ -270,7 +272,8 @@ class LwsRollout(RollbackSteps):
         nxt = None
         if last:
             ann.phase, ann.last_good = state.SUCCEEDED, state.pack(state.template_of(self.obj))
-            patch = {"metadata": {"annotations": ann.annotations((*keys, "phase", "last_good"))}}
+            patch = deep_merge({"metadata": {"annotations": ann.annotations((*keys, "phase", "last_good"))}},
+                               self._rest_patch(st))
         elif self.opts.chain_partitions and self.partitioned:
             nxt = partition_for(st.targets[k + 1], gate.replicas(self.obj))
             patch = deep_merge(patch, partition_patch(nxt))
@@ -292,6 +295,8 @@ class LwsRollout(RollbackSteps):
         rec.api_requests += self.kube.total_requests - req0
         self.events.emit(self.obj, "StagePassed", f"stage {k + 1}/{len(st.targets)} passed: "
                          f"{rec.gate_detail}")
+        if last and self._rest_patch(st):
+            self.report.partitions_written.append(gate.replicas(self.obj))
         if nxt is not None:
             self.report.partitions_written.append(nxt)
             nrec = self._record(st, k + 1)
@@ -447,6 +452,26 @@ class LwsRollout(RollbackSteps):
 
     def phase(self) -> str:
         return state.RolloutState.from_object(self.obj).phase
+
+    def _rest_patch(self, st: state.RolloutState) -> dict:
+        """GitOps mode: the partition back at ``replicas`` ("frozen at rest"), else nothing.
+
+        Argo CD ignores the partition (``RespectIgnoreDifferences``), so the live value is what the
+        next synced template meets: left at 0, that template would roll every group at once.
+        Partition >= replicas updates no existing group and keeps the status equality and
+        ``Available`` of a healthy LWS (lws-semantics §c/§d); see docs/rollout.md for the surge
+        groups it can bring at rest.
+        """
+        if not (st.gitops and self.partitioned):
+            return {}
+        return partition_patch(gate.replicas(self.obj))
+
+    def _freeze_at_rest(self, st: state.RolloutState) -> None:
+        """Write :meth:`_rest_patch` on its own (the ends that are not written with a stage)."""
+        patch = self._rest_patch(st)
+        if patch and gate.partition(self.obj) < gate.replicas(self.obj):
+            self._write(patch)
+            self.report.partitions_written.append(gate.replicas(self.obj))
 
     def _mark(self, st: state.RolloutState, **changes: object) -> None:
         ann = state.RolloutState(updated=state.iso(self.clock.now()), **changes)  # type: ignore[arg-type]

@@ -85,7 +85,13 @@ class RollbackSteps:
                 if self.partitioned and gate.status_current(obj):
                     self._force_rollback_stuck(obj)
                 if self._gate(obj, gate.replicas(obj) if self.partitioned else 1).passed:
-                    self._mark(cst, phase=state.ROLLED_BACK)
+                    # GitOps: rolled back AND frozen in one write, so the template Git still holds
+                    # (Argo CD syncs it back until Git is reverted) cannot roll every group at once
+                    ann = state.RolloutState(updated=state.iso(self.clock.now()), phase=state.ROLLED_BACK)
+                    self._write(deep_merge({"metadata": {"annotations": ann.annotations(
+                        ("updated", "phase"))}}, self._rest_patch(cst)))
+                    if self._rest_patch(cst):
+                        self.report.partitions_written.append(gate.replicas(self.obj))
                     if self.report.rollbacks:
                         self.report.rollbacks[-1]["ended"] = self.clock.now()
                     self.events.emit(obj, "RolledBack", f"rollout {st.id}: previous template restored on "

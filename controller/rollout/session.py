@@ -85,17 +85,52 @@ def load_manifests(path: str | Path, target: Target) -> dict[str, dict]:
     return out
 
 
-def check_capacity(kube: Kube, lws: dict, auto_budget: bool) -> tuple[dict, str]:
-    """Refuse (InvalidInput, with the numbers) a plan whose surge does not fit, or fall back."""
+def _refuse(rep: capacity.CapacityReport, what: str) -> InvalidInput:
+    surge_short = rep.groups_that_fit < rep.surge_groups
+    return InvalidInput(f"{rep.message}; free GPUs per eligible node {rep.per_node_free or '{}'}; "
+                        f"{what}", field="maxSurge" if surge_short else "leaderWorkerTemplate")
+
+
+def _cluster(kube: Kube) -> tuple[list[dict], list[dict]]:
     nodes, _ = kube.list(NODE)
     pods, _ = kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-    rep = capacity.check(lws, nodes, pods)
+    return nodes, pods
+
+
+def check_capacity(kube: Kube, lws: dict, auto_budget: bool, namespace: str | None = None
+                   ) -> tuple[dict, str]:
+    """Refuse (InvalidInput, with the numbers) a rollout of ``lws``'s (new) template that the node
+    pool cannot place, or with ``auto_budget`` return it with the first budget that fits."""
+    nodes, pods = _cluster(kube)
+    rep = capacity.check(lws, nodes, pods, namespace=namespace)
     if rep.fits:
         return lws, rep.message
     if not auto_budget:
-        raise InvalidInput(f"{rep.message}; free GPUs per eligible node {rep.per_node_free or '{}'}; "
-                           "lower maxSurge or pass --auto-budget", field="maxSurge")
-    return capacity.auto_budget(lws)
+        raise _refuse(rep, "lower maxSurge, raise maxUnavailable, free GPUs, or pass --auto-budget")
+    chosen = capacity.choose_budget(lws, nodes, pods, namespace)
+    if chosen is None:
+        raise _refuse(rep, "--auto-budget: no budget with at least one group serving fits either")
+    budget, ok = chosen
+    return capacity.with_budget(lws, budget), (
+        f"--auto-budget: {rep.message}; rolling with {budget} instead: {ok.message}")
+
+
+def check_ds_capacity(kube: Kube, ds: dict, auto_budget: bool, namespace: str | None = None
+                      ) -> tuple[dict, str]:
+    """The same per role for a DisaggregatedSet (DS planner defaults: maxSurge 1, maxUnavailable 0)."""
+    nodes, pods = _cluster(kube)
+    rep = capacity.check_ds(ds, nodes, pods, namespace=namespace)
+    if rep.fits:
+        return ds, rep.message
+    if not auto_budget:
+        raise _refuse(rep, "set the role's rollingUpdateConfiguration, free GPUs, or pass --auto-budget")
+    chosen = capacity.choose_ds_budgets(ds, nodes, pods, namespace)
+    if chosen is None:
+        raise _refuse(rep, "--auto-budget: no per-role budget with a group serving fits either")
+    budgets, ok = chosen
+    text = ", ".join(f"{r}: {b}" for r, b in budgets.items())
+    return capacity.ds_with_budgets(ds, budgets), (
+        f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
 
 def _refuse_other_manifest(live: dict, doc: dict | None) -> None:
@@ -119,24 +154,36 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
             _refuse_other_manifest(live[role], docs.get(role))
             if not state.RolloutState.from_object(live[role]).active:
                 doc = docs.get(role) or live[role]
-                checked, msg = check_capacity(kube, doc, auto_budget)
+                checked, msg = check_capacity(kube, doc, auto_budget, target.namespace)
                 log(f"capacity {role}: {msg}")
                 if checked is not doc:
                     docs[role] = checked
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
     if target.kind == "ds":
-        _refuse_other_manifest(_get(kube, target), docs.get(""))
-        return DsRollout(kube, target.namespace, target.name, opts, clock, manifest=docs.get(""),
+        live = _get(kube, target)
+        doc = docs.get("")
+        _refuse_other_manifest(live, doc)
+        if not state.RolloutState.from_object(live).active:
+            checked, msg = check_ds_capacity(kube, doc or live, auto_budget, target.namespace)
+            log(f"capacity: {msg}")
+            if checked is not (doc or live):
+                if doc is None:  # GitOps: the budgets have to change on the live object
+                    kube.merge_patch(DS, target.namespace, target.name, {
+                        "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+                        "spec": {"roles": checked["spec"]["roles"]}}, field_manager=L.FIELD_MANAGER)
+                else:
+                    doc = checked
+        return DsRollout(kube, target.namespace, target.name, opts, clock, manifest=doc,
                          on_step=on_step).run()
     live = _get(kube, target)
     doc = docs.get("")
     _refuse_other_manifest(live, doc)
     if not state.RolloutState.from_object(live).active:
-        checked, msg = check_capacity(kube, doc or live, auto_budget)
+        checked, msg = check_capacity(kube, doc or live, auto_budget, target.namespace)
         log(f"capacity: {msg}")
         if checked is not (doc or live):
-            if doc is None:  # GitOps: the budget has to change on the live object
+            if doc is None:  # GitOps: the budget has to change on the live object (and in Git)
                 ruc = checked["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
                 kube.merge_patch(LWS, target.namespace, target.name, {"spec": {"rolloutStrategy": {
                     "rollingUpdateConfiguration": {"maxSurge": ruc["maxSurge"],

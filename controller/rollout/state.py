@@ -34,6 +34,7 @@ _KEYS = {  # attribute -> annotation suffix
     "deadline_s": "deadline-seconds", "started": "started", "updated": "updated",
     "reason": "reason", "paused": "paused", "abort": "abort", "stage_started": "stage-started",
     "no_rollback": "no-rollback", "last_good": "last-good-template", "manifest_hash": "manifest-hash",
+    "gitops": "gitops",
 }
 
 
@@ -100,6 +101,9 @@ class RolloutState:
     no_rollback: bool = False
     last_good: str = ""
     manifest_hash: str = ""
+    # Started without --manifest (GitOps applied the template): the end refreezes the partition at
+    # replicas, so the next template Git syncs waits for a staged rollout too.
+    gitops: bool = False
 
     @property
     def active(self) -> bool:
@@ -123,7 +127,7 @@ class RolloutState:
                 kw[f.name] = int(raw)
             elif f.name in ("bake_s", "deadline_s"):
                 kw[f.name] = float(raw)
-            elif f.name in ("paused", "abort", "no_rollback"):
+            elif f.name in ("paused", "abort", "no_rollback", "gitops"):
                 kw[f.name] = raw == "true"
             else:
                 kw[f.name] = raw

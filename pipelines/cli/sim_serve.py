@@ -43,6 +43,12 @@ def serve(
         float | None,
         typer.Option("--duration", help="Stop after this many wall seconds (default: until interrupted)."),
     ] = None,
+    engines: Annotated[
+        bool,
+        typer.Option("--engines/--no-engines",
+                     help="Leader pods serve the stand-in OpenAI engine on their pod IP (127.N.x.y), so "
+                     "`lwsflow smoke` can test them."),
+    ] = True,
 ) -> None:
     """Serve the embedded cluster over HTTPS with a bearer token, and write a kubeconfig for it."""
     import contextlib
@@ -74,7 +80,7 @@ def serve(
         cfg = ClusterConfig.from_file(config) if config is not None else ClusterConfig.default()
     # Virtual time starts at wall time: kubectl computes ages client-side against the wall clock, so
     # they start right (they then drift by --speed; see docs/embedded-cluster.md).
-    cluster = Cluster(cfg, now0=time.time())
+    cluster = Cluster(cfg.model_copy(update={"serve_engines": engines}), now0=time.time())
     token = secrets.token_urlsafe(32)  # only ever written to the 0600 kubeconfig, never printed
     api = ApiServer(cluster.store, port=port, token=token, clock=cluster.now, speed=speed)
     try:

@@ -68,6 +68,13 @@ def lws(
     return obj
 
 
+def frozen(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with the partition the renderer and the rollout controller leave at rest (= replicas)."""
+    obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+        "partition": obj["spec"].get("replicas", 1), "maxSurge": 0, "maxUnavailable": 1}}
+    return obj
+
+
 def counts(r: int, ready: int, updated: int, *conds: tuple[str, str]) -> dict[str, Any]:
     return {
         "replicas": r,
@@ -92,6 +99,17 @@ LWS_CASES = [
         id="stale-generation",
     ),
     pytest.param(lws(4, counts(4, 4, 4, AVAILABLE)), "Healthy", "all 4 groups", id="at-rest"),
+    # issue 4: frozen at rest (partition = replicas, every group current) is healthy...
+    pytest.param(
+        frozen(lws(4, counts(4, 4, 4, AVAILABLE), annotations={"rollout.lwsflow.io/phase": "Succeeded"})),
+        "Healthy", "all 4 groups", id="frozen-at-rest",
+    ),
+    # ...a synced template waiting frozen for the controller is not (no group updated yet, §c: the
+    # LWS still reports Available because no group in [P, R) exists to update)
+    pytest.param(
+        frozen(lws(4, counts(4, 4, 0, AVAILABLE))), "Progressing",
+        "status.updatedReplicas 0 != spec.replicas 4", id="synced-template-frozen",
+    ),
     # §d worked trace, R=4 U=1 S=1 P=2: the stage is done (Available) but the surge group remains
     pytest.param(
         lws(4, counts(5, 5, 3, AVAILABLE)),

@@ -240,3 +240,27 @@ def test_committed_tree_matches_the_example_catalog(capsys: pytest.CaptureFixtur
     rc = main(["render", str(ROOT / "examples" / "catalog.yaml"), "--out", str(ROOT / "overlays"), "--check"])
     assert rc == 0, capsys.readouterr().out
     assert os.path.isfile(ROOT / "overlays" / "prod" / "kustomization.yaml")
+
+
+def test_every_built_lws_is_frozen_at_its_environments_replicas() -> None:
+    """Issue 4: Argo CD ignores partition differences, so the overlay must carry the freeze itself.
+
+    Each environment's built LeaderWorkerSet has ``partition == replicas`` (its own replicas, patched
+    by the overlay), so a synced template updates no group until the rollout controller moves it;
+    DisaggregatedSet roles carry no partition (the DS forbids one).
+    """
+    seen = 0
+    builds = build_overlays(ROOT / "overlays")
+    for r in builds:
+        for o in r.objects:
+            if o["kind"] == "LeaderWorkerSet":
+                ruc = o["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+                assert ruc["partition"] == o["spec"]["replicas"], (r.path, o["metadata"]["name"])
+                seen += 1
+            elif o["kind"] == "DisaggregatedSet":
+                assert all("partition" not in (role["spec"].get("rolloutStrategy") or {}).get(
+                    "rollingUpdateConfiguration", {}) for role in o["spec"]["roles"])
+    # dev differs from the base's replicas for some models: the patch, not the base, set those
+    replicas = {(r.env, o["metadata"]["name"]): o["spec"]["replicas"]
+                for r in builds for o in r.objects if o["kind"] == "LeaderWorkerSet"}
+    assert seen >= 9 and len(set(replicas.values())) > 1

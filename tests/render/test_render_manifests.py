@@ -229,7 +229,8 @@ def test_lws_options_come_from_the_catalog() -> None:
     assert spec["startupPolicy"] == "LeaderReady"
     assert spec["leaderWorkerTemplate"]["restartPolicy"] == "None"
     assert spec["networkConfig"] == {"subdomainPolicy": "UniquePerReplica"}
-    assert "partition" not in spec["rolloutStrategy"]["rollingUpdateConfiguration"]  # the controller's field
+    # rendered frozen (partition = replicas): a synced template waits for the rollout controller
+    assert spec["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] == spec["replicas"]
     with pytest.raises(InvalidInput) as info:
         render_model(build(model(LLAMA_405B, startupPolicy="LeaderReady")), "llama-405b")
     assert info.value.field == "models[llama-405b].startupPolicy"
@@ -257,7 +258,11 @@ def test_environment_overrides(example_catalog: Catalog) -> None:
     # a rollout override that sets stages, bake and deadline keeps the model's budgets
     dev = render_model(example_catalog, "llama-8b", "dev")[0]
     assert dev["metadata"]["annotations"][L.ROLLOUT_STAGES] == "100%"
-    assert dev["spec"]["rolloutStrategy"] == base["spec"]["rolloutStrategy"]
+    ruc = {k: v for k, v in base["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"].items()
+           if k != "partition"}
+    assert dev["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {
+        **ruc, "partition": dev["spec"]["replicas"]}  # each environment frozen at its own replicas
+    assert "partition" not in str(dev_ds["spec"]["roles"])  # a DS forbids a partition (§f)
     # everything but replicas, rollout settings and namespace is identical across environments
     base["spec"].pop("replicas"), prod["spec"].pop("replicas")
     assert base["spec"]["leaderWorkerTemplate"] == prod["spec"]["leaderWorkerTemplate"]

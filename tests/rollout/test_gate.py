@@ -25,6 +25,14 @@ CASES = [
     pytest.param(4, 0, 0, status(4, 4, 4), 4, True, id="final_equality"),
     pytest.param(4, 0, 0, status(4, 3, 4, available=False), 4, False, id="final_one_unready"),
     pytest.param(4, 0, 0, status(3, 3, 3), 4, False, id="final_group_missing"),
+    # GitOps frozen at rest (partition = replicas, issue 4): every group current -> equality holds
+    pytest.param(4, 4, 0, status(4, 4, 4), 4, True, id="frozen_at_rest"),
+    # a synced template waiting frozen: Available stays True (§c, no group in [P, R)), but nothing
+    # is updated, so neither the first stage nor the final equality may pass
+    pytest.param(4, 4, 0, status(4, 4, 0), 1, False, id="synced_frozen_stage1"),
+    pytest.param(4, 4, 0, status(4, 4, 0), 4, False, id="synced_frozen_final"),
+    # frozen at rest with maxSurge 1 and an unready group: a surge group appears (§d) -> not at rest
+    pytest.param(4, 4, 1, status(5, 4, 5, available=False), 4, False, id="frozen_surge_at_rest"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -9,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rollout_env import NS, Env, lws_manifest, make_env, new_release
+from rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
 from controller.api import labels as L
-from controller.kube.resources import LWS
+from controller.kube.resources import DS, LWS
 from controller.rollout import gate, state
 from controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
 from controller.yamlio import dump_yaml
@@ -77,7 +78,70 @@ def test_capacity_refused_then_auto_budget(tmp_path: Path, capsys: pytest.Captur
         assert main(cli(env, "lws/g", "--manifest", str(mf), "--stages", "1,100%", "--auto-budget")) == 0
         assert "--auto-budget" in capsys.readouterr().out
         final = env.kube.get(LWS, NS, "g")
-        assert gate.max_surge(final) == 0 and gate.lws_fully_rolled(final).passed
+        # the first fallback that fits keeps the most availability: one surge group (the free node)
+        assert gate.max_surge(final) == 1 and gate.max_unavailable(final) == 0
+        assert gate.lws_fully_rolled(final).passed
+    finally:
+        env.close()
+
+
+def test_bigger_template_refused_before_anything_moves(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue: 1 -> 8 GPUs per pod passed the old check (same GPUs assumed) and died at a deadline."""
+    env = make_env(tmp_path, gpu_nodes=2)
+    try:
+        base = lws_manifest("big", replicas=2, size=2, gpus=1)
+        env.create_ready(base)  # 4 x 1 GPU on 16
+        bigger = new_release(base)
+        bigger["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+            "resources"]["limits"][L.GPU_RESOURCE] = 8  # 2 groups x 2 pods x 8 = 32 > 16
+        mf = tmp_path / "big.yaml"
+        mf.write_text(dump_yaml(bigger))
+        for extra in ((), ("--auto-budget",)):  # no budget makes 32 GPUs out of 16
+            assert main(cli(env, "lws/big", "--manifest", str(mf), "--stages", "1,100%", *extra)) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0 and "leaderWorkerTemplate" in err
+            assert "2 group(s) of 2 GPUs replaced by groups of 16 GPUs" in err and "do NOT fit" in err
+        live = env.kube.get(LWS, NS, "big")
+        assert gate.partition(live) == 0 and not state.RolloutState.from_object(live).id
+        assert live["spec"]["leaderWorkerTemplate"] == env.rec_first("big")["spec"]["leaderWorkerTemplate"]
+    finally:
+        env.close()
+
+
+def _gpu_ds(name: str) -> dict:
+    doc = ds_manifest(name, prefill=1, decode=1)
+    for role in doc["spec"]["roles"]:
+        pod = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+        pod["containers"][0]["resources"] = {"limits": {L.GPU_RESOURCE: 8}}
+        pod["nodeSelector"] = {L.NODE_POOL: "h100"}
+    return doc
+
+
+def test_ds_capacity_checked_per_role_then_auto_budget(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Part 3: a DS role's default surge (maxSurge 1, §f) needs a free node; none is free."""
+    env = make_env(tmp_path, gpu_nodes=2)
+    try:
+        base = _gpu_ds("dcap")
+        env.create_ready(base)  # prefill and decode fill both 8-GPU nodes
+        mf = tmp_path / "dcap.yaml"
+        mf.write_text(dump_yaml(new_release(base)))
+        assert main(cli(env, "ds/dcap", "--manifest", str(mf))) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "role prefill: 1 surge group(s) x 8 GPUs do NOT fit" in err
+        live = env.kube.get(DS, NS, "dcap")
+        assert live["spec"]["roles"] == env.rec_first("dcap")["spec"]["roles"]  # nothing applied
+        assert main(cli(env, "ds/dcap", "--manifest", str(mf), "--auto-budget")) == 0
+        out = capsys.readouterr().out
+        assert "--auto-budget" in out and "maxSurge 0, maxUnavailable 1" in out
+        final = env.kube.get(DS, NS, "dcap")
+        assert gate.ds_gate(final).passed
+        for role in final["spec"]["roles"]:
+            assert role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+                "image"] == "vllm:2"
+            ruc = role["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+            assert (ruc["maxSurge"], ruc["maxUnavailable"]) == (0, 1)
     finally:
         env.close()
 
@@ -96,6 +160,7 @@ def test_pause_status_resume(env: Env, tmp_path: Path, capsys: pytest.CaptureFix
     while ("p", 1) not in env.rec.at_pass and time.monotonic() < end:
         time.sleep(0.01)
     assert main(cli(env, "pause", "lws/p")) == 0
+    assert "mid-stage" in capsys.readouterr().out  # it says what it does: no wait for a stage end
     t.join(30)
     assert result["out"].result == "paused"  # type: ignore[attr-defined]
     held = list(env.rec.partitions["p"])
@@ -128,19 +193,47 @@ def test_abort_rolls_back(env: Env) -> None:
     assert main(cli(env, "abort", "lws/a")) == 2  # nothing in progress any more
 
 
+def _synced(doc: dict, partition: int) -> dict:
+    """What Argo CD applies: the rendered LWS, frozen by the overlay at ``partition`` (= replicas)."""
+    out = copy.deepcopy(doc)
+    out["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = partition
+    return out
+
+
+def _groups_on(env: Env, name: str, image: str) -> int:
+    pods = [p for p in env.rec.pods.values() if (p["metadata"].get("labels") or {}).get(L.NAME) == name
+            and not p["metadata"].get("deletionTimestamp")]
+    return sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(L.WORKER_INDEX) == "0"
+               and p["spec"]["containers"][0]["image"] == image)
+
+
 def test_gitops_mode_only_moves_the_partition(env: Env) -> None:
-    base = lws_manifest("git", replicas=4)
-    env.create_ready(base)
-    # GitOps (e.g. Argo CD) applied the new template with the partition frozen by the overlay
-    synced = new_release(base)
-    synced["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 4
-    env.kube.apply(LWS, synced, field_manager="argocd-controller")
-    assert main(cli(env, "lws/git", "--stages", "1,50%,100%")) == 0
-    assert env.rec.partitions["git"] == [0, 4, 3, 2, 0]
-    final = env.kube.get(LWS, NS, "git")
+    """Issue 4: a synced template lands frozen, only the controller's stages move it, and a finished
+    rollout leaves the partition at replicas so the next synced template is frozen too."""
+    base = _synced(lws_manifest("git", replicas=4), 4)
+    env.create(base)  # created from the rendered (frozen) manifest: every group still comes up
+    env.wait(lambda o: gate.lws_fully_rolled(o).passed, name="git")
+    for release in ("vllm:2", "vllm:3"):
+        # Argo CD syncs the next template: a plain apply of the rendered, frozen LWS
+        env.kube.apply(LWS, _synced(new_release(base, image=release), 4), field_manager="argocd-controller")
+        # 4 load-times of virtual time: an unfrozen LWS (maxUnavailable 1) would have moved by now
+        time.sleep(4 * 20 / 200)
+        live = env.kube.get(LWS, NS, "git")
+        assert _groups_on(env, "git", release) == 0 and gate.counters(live)["updatedReplicas"] == 0
+        assert gate.lws_stage_gate(live, 0).checks["available"]  # frozen at rest stays Available
+        with env.rec.lock:
+            env.rec.partitions["git"] = [gate.partition(live)]
+            env.rec.new_image = release
+        assert main(cli(env, "lws/git", "--stages", "1,50%,100%")) == 0
+        # the controller lowered it stage by stage, then froze it again at rest
+        assert env.rec.partitions["git"] == [4, 3, 2, 0, 4]
+        final = env.kube.get(LWS, NS, "git")
+        assert gate.partition(final) == 4 and gate.lws_fully_rolled(final).passed
+        assert _groups_on(env, "git", release) == 4
+        st = state.RolloutState.from_object(final)
+        assert st.phase == state.SUCCEEDED and st.gitops and st.last_good
     managers = {m["manager"] for m in final["metadata"].get("managedFields") or []}
     assert L.FIELD_MANAGER in managers
-    assert state.RolloutState.from_object(final).last_good  # the next GitOps rollout can roll back
 
 
 def test_gitops_rollback_restores_the_last_good_template(env: Env) -> None:
@@ -158,6 +251,12 @@ def test_gitops_rollback_restores_the_last_good_template(env: Env) -> None:
     assert worker["spec"]["containers"][0]["image"] == "vllm:2"  # the last rollout that succeeded
     assert "sim.lwsflow.io/never-ready" not in worker["metadata"]["annotations"]
     assert gate.lws_fully_rolled(final).passed
+    # rolled back AND frozen at rest: Argo CD syncing the bad template again (Git not reverted yet)
+    # moves no group
+    assert gate.partition(final) == 2 and env.rec.partitions["g2"][-2:] == [0, 2]
+    env.kube.apply(LWS, bad, field_manager="argocd-controller")
+    time.sleep(4 * 20 / 200)
+    assert _groups_on(env, "g2", "vllm:3") == 0 and _groups_on(env, "g2", "vllm:2") == 2
 
 
 def test_another_manifest_while_one_is_in_progress_is_refused(env: Env, tmp_path: Path,
