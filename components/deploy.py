@@ -13,6 +13,7 @@ import math
 import time
 from typing import Any
 
+from controller.api.objects import container_images
 from controller.errors import InvalidInput, OperationFailed
 
 FIELD_MANAGER = "lwsflow-pipeline"  # server-side apply owner of what the pipeline applies
@@ -109,25 +110,6 @@ def staged_rollout(kube: Any, target: str, namespace: str, manifest: Any, *, sta
                        on_step=lambda step: log(f"  {step}"), log=log)
 
 
-def container_images(obj: dict[str, Any]) -> set[str]:
-    """Every ``containers[].image`` anywhere in a workload's spec (LWS templates, DS roles)."""
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for c in node.get("containers") or []:
-                if isinstance(c, dict) and c.get("image"):
-                    found.add(c["image"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(obj.get("spec") or {})
-    return found
-
-
 def verify_live(kube: Any, docs: list[dict[str, Any]]) -> None:
     """The postcondition of a release: the cluster's workloads carry exactly the manifest's images.
 
@@ -139,7 +121,7 @@ def verify_live(kube: Any, docs: list[dict[str, Any]]) -> None:
     for d in workloads(docs):
         meta = d["metadata"]
         live = kube.get(BY_KIND[d["kind"]], meta.get("namespace", "default"), meta["name"])
-        want, got = container_images(d), container_images(live)
+        want, got = set(container_images(d)), set(container_images(live))
         if want != got:
             raise OperationFailed(f"{d['kind']}/{meta['name']} runs {', '.join(sorted(got))}, not the "
                                   f"released {', '.join(sorted(want))}")

@@ -35,13 +35,13 @@ from components.overlays import (
     KUSTOMIZATION,
     RENDERED_REVISION,
     ImageRef,
-    container_images,
     existing_pins,
     read_kustomization,
     safe_path,
     set_pins,
     write_file_atomic,
 )
+from controller.api.objects import container_images
 from controller.errors import InvalidInput, OperationFailed
 from controller.yamlio import dump_yaml, load_yaml_documents
 

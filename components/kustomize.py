@@ -26,10 +26,10 @@ from components.overlays import (
     KUSTOMIZATION,
     RESERVED_DIRS,
     ImageRef,
-    container_images,
     requires_digest,
 )
 from controller.api import labels as L
+from controller.api.objects import container_images
 from controller.errors import FieldError, InvalidInput, OperationFailed
 from controller.yamlio import parse_yaml_documents
 

@@ -46,6 +46,7 @@ from typing import Any
 
 from components.catalog import Catalog
 from controller.api import labels as L
+from controller.api.objects import container_images
 from controller.errors import InvalidInput
 from controller.yamlio import dump_yaml, parse_yaml_documents
 
@@ -92,25 +93,6 @@ class ImageRef:
         if colon > slash:
             rest, tag = rest[:colon], rest[colon + 1 :]
         return cls(rest, tag or None, digest or None)
-
-
-def container_images(obj: dict[str, Any]) -> list[str]:
-    """Every container and init-container image in an object's pod templates, in document order."""
-    out: list[str] = []
-
-    def walk(node: Any, key: str = "") -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, k)
-        elif isinstance(node, list):
-            for v in node:
-                if key in ("containers", "initContainers") and isinstance(v, dict) and "image" in v:
-                    out.append(str(v["image"]))
-                else:
-                    walk(v, key)
-
-    walk(obj.get("spec", {}))
-    return out
 
 
 # -- JSON 6902 diff ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from components import gitwork
+from controller.api.objects import container_images
 from controller.errors import InvalidInput
 from controller.yamlio import parse_yaml_documents
 from pipelines.local_run import (
@@ -155,21 +156,7 @@ def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]
                 else "disaggregatedsets.disaggregatedset.x-k8s.io")
     meta = obj["metadata"]
     live = stack.cluster.get(kind_key, meta["name"], meta.get("namespace", "default")) or {}
-    images: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for c in node.get("containers") or []:
-                if isinstance(c, dict) and "image" in c:
-                    images.append(c["image"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(live.get("spec", {}))
-    return f"{meta.get('namespace')}/{meta['name']}", sorted(set(images))
+    return f"{meta.get('namespace')}/{meta['name']}", sorted(set(container_images(live)))
 
 
 def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool, dict[str, Any], PipelineRun]:

@@ -22,6 +22,25 @@ def is_ds(obj: dict[str, Any]) -> bool:
     return obj.get("apiVersion") == DS_API_VERSION and obj.get("kind") == DS_KIND
 
 
+def container_images(obj: dict[str, Any]) -> list[str]:
+    """Every container and init-container image in an object's pod templates, in document order."""
+    out: list[str] = []
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                if key in ("containers", "initContainers") and isinstance(v, dict) and "image" in v:
+                    out.append(str(v["image"]))
+                else:
+                    walk(v, key)
+
+    walk(obj.get("spec", {}))
+    return out
+
+
 def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.api import labels as L
 from controller.api.common import resolve_int_or_percent
+from controller.api.scheduling import tolerates
 from controller.rollout import gate
 
 Usage = dict[str, int]  # node -> GPUs one group holds there
@@ -119,19 +120,6 @@ def _gpu(pod_spec: dict) -> int:
     return total
 
 
-def _tolerates(tolerations: list[dict], taint: dict) -> bool:
-    if taint.get("effect") == "PreferNoSchedule":
-        return True
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
-            return True
-        if t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
 def _eligible(node: dict, pod_spec: dict) -> bool:
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
     if spec.get("unschedulable"):
@@ -143,7 +131,7 @@ def _eligible(node: dict, pod_spec: dict) -> bool:
     if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
         return False
     tol = pod_spec.get("tolerations") or []
-    return all(_tolerates(tol, t) for t in spec.get("taints") or []
+    return all(tolerates(tol, t) for t in spec.get("taints") or []
                if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 

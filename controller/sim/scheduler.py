@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from controller.api.scheduling import tolerates
 from controller.sim.podutil import requests
 from controller.sim.policies import Policy, for_scoring
 
@@ -72,19 +73,6 @@ class PodNeeds:
             tuple(sorted((pod_spec.get("nodeSelector") or {}).items())),
             tuple(pod_spec.get("tolerations") or ()),
         )
-
-
-def tolerates(tolerations: tuple[dict, ...], taint: dict) -> bool:
-    if taint.get("effect") == "PreferNoSchedule":
-        return True
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
-            return True
-        if t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
-            return True
-    return False
 
 
 class Scheduler:
