@@ -21,6 +21,7 @@ rollout settings stay the target environment's own.
 
 from __future__ import annotations
 
+import random
 import shutil
 import subprocess
 import tempfile
@@ -46,7 +47,7 @@ from controller.errors import InvalidInput, OperationFailed
 from controller.yamlio import dump_yaml, load_yaml_documents
 
 GIT_TIMEOUT_S = 60.0
-MAX_PUSH_ATTEMPTS = 5
+MAX_PUSH_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,8 @@ def push_with_retry(
             )
         if revalidate is not None:
             build_model_overlay(*revalidate)
-        time.sleep(min(0.05 * 2**attempt, 1.0))  # bounded backoff before racing again
+        # bounded backoff with jitter: racers that retried in lockstep would collide again
+        time.sleep(random.uniform(0.5, 1.5) * min(0.05 * 2**attempt, 1.0))
     raise OperationFailed(f"push to {remote}/{branch} still rejected after {attempts} attempts")
 
 
