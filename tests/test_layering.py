@@ -1,0 +1,45 @@
+"""Dependencies point one way: pipelines -> components -> controller; inside controller, the rollout
+engine, the cluster-access layer and the API types never know about the embedded cluster."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# package (as a path prefix) -> module prefixes it must never import
+FORBIDDEN = {
+    "controller": ("components", "pipelines"),
+    "components": ("pipelines",),
+    "controller/api": ("controller.sim", "controller.rollout", "controller.kube"),
+    "controller/kube": ("controller.sim", "controller.rollout"),
+    "controller/rollout": ("controller.sim",),
+}
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_import_against_the_layering(package: str) -> None:
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert files, package
+    bad = [f"{f.relative_to(ROOT)} imports {m}" for f in files for m in sorted(_imports(f))
+           if any(m == p or m.startswith(p + ".") for p in FORBIDDEN[package])]
+    assert not bad, bad
+
+
+def test_the_check_sees_a_violation(tmp_path: Path) -> None:
+    bad = tmp_path / "x.py"
+    bad.write_text("from components.catalog import Catalog\nimport pipelines.cli\n")
+    assert _imports(bad) == {"components.catalog", "pipelines.cli"}
