@@ -1,7 +1,8 @@
 """`lwsflow` command line: thin wrappers over library functions.
 
 Errors: ``InvalidInput`` (and anything else the user caused) prints one line on stderr and exits 2;
-``OperationFailed`` prints one line and exits 1; nothing prints a traceback unless LWSFLOW_DEBUG=1.
+``OperationFailed`` (and every other ``LwsflowError``) prints one line and exits 1; nothing prints a
+traceback unless LWSFLOW_DEBUG=1.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 import typer as typer_mod
 
-from controller.errors import ApiError, InvalidInput, LwsflowError, OperationFailed
+from controller.errors import InvalidInput, LwsflowError
 from pipelines.cli.app import app
 
 # Each area owns one module; importing it registers its commands on `app`.
@@ -21,11 +22,7 @@ _COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pi
 
 def _register() -> None:
     for name in _COMMAND_MODULES:
-        try:
-            importlib.import_module(f"pipelines.cli.{name}")
-        except ModuleNotFoundError as exc:  # an area not built yet must not break the others
-            if exc.name != f"pipelines.cli.{name}":
-                raise
+        importlib.import_module(f"pipelines.cli.{name}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,11 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     except InvalidInput as exc:
         return _fail(exc, 2)
-    except OperationFailed as exc:
-        return _fail(exc, 1)
-    except ApiError as exc:
-        return _fail(exc, 1)
-    except LwsflowError as exc:
+    except LwsflowError as exc:  # OperationFailed, ApiError and the rest: the operation failed
         return _fail(exc, 1)
     except KeyboardInterrupt:
         print("lwsflow: interrupted", file=sys.stderr)

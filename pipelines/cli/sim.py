@@ -12,8 +12,4 @@ sim_app = typer.Typer(help="The embedded, virtual-time GPU cluster.", no_args_is
 app.add_typer(sim_app, name="sim")
 
 for _name in ("sim_run", "sim_serve", "sim_evaluate"):
-    try:
-        importlib.import_module(f"pipelines.cli.{_name}")
-    except ModuleNotFoundError as exc:  # an area not built yet must not break the others
-        if exc.name != f"pipelines.cli.{_name}":
-            raise
+    importlib.import_module(f"pipelines.cli.{_name}")
