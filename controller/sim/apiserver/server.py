@@ -28,6 +28,7 @@ from controller.sim.apiserver.resources import Resources, WriteOptions, decode_b
 from controller.sim.apiserver.routing import Route, parse_resource_path
 from controller.sim.apiserver.tls import self_signed
 from controller.sim.apiserver.watch import WatchOptions, stream_watch
+from controller.sim.httpserver import QuietThreadingHTTPServer
 from controller.sim.kubeconfig import register_ca, write_kubeconfig
 from controller.sim.store import Store
 
@@ -83,8 +84,7 @@ class ApiServer:
         """Start serving in a background thread; returns the base URL (``http://127.0.0.1:PORT``)."""
         self.stopping.clear()
         handler = type("Handler", (_Handler,), {"api": self})
-        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = QuietThreadingHTTPServer((self.host, self.port), handler)
         self.port = self._httpd.server_address[1]
         if self.tls is not None:
             # handshake lazily in the connection's own thread, not in the accept loop

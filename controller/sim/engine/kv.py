@@ -16,9 +16,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
+
+from controller.sim.httpserver import QuietThreadingHTTPServer
 
 BLOCK_TOKENS = 16  # tokens per KV block, vLLM's default block_size
 REQUIRED_PARAMS = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
@@ -110,8 +112,7 @@ class SideChannel:
 
         self.store = store
         self._broken = broken
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = QuietThreadingHTTPServer((host, port), Handler)
         self.host, self.port = host, self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"kv-side-{self.port}",

@@ -12,16 +12,17 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from controller.sim.engine import openai_api
 from controller.sim.engine.faults import Faults
+from controller.sim.httpserver import QuietThreadingHTTPServer
 
 _HANG_MAX_S = 600.0  # a hung request ends at the latest when the engine stops or after this long
 _POST_SCOPES = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
 
 
-class EngineHTTPServer(ThreadingHTTPServer):
+class EngineHTTPServer(QuietThreadingHTTPServer):
     """ThreadingHTTPServer that carries the engine; handler threads are daemons so stop never blocks."""
 
     daemon_threads = True
