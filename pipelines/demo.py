@@ -229,6 +229,7 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
 
     t0 = time.monotonic()
     VERBOSE[0] = verbose
+    out = out.resolve()  # kfp runs steps in other working directories: every path handed on is absolute
     cat = load_catalog(catalog)
     known = [m.name for m in cat.models]
     chosen = models or known

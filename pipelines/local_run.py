@@ -54,6 +54,7 @@ def init_gitops_repo(root: Path, catalog: Path, release: str = "v1") -> GitopsRe
     from components.overlays import render_to
 
     cat = load_catalog(catalog)  # refuse a bad catalog before any git work
+    root = root.resolve()  # the remote URL must not depend on the working directory of later steps
     bare, seed = root / "gitops.git", root / "gitops"
     for p in (bare, seed):
         if p.exists():

@@ -89,3 +89,15 @@ def test_rollout_target_from_manifests() -> None:
     assert steps.rollout_target([{"kind": "Service", "metadata": {"name": "s"}}, ds]) == ("ds/d", "n")
     with pytest.raises(InvalidInput):
         steps.rollout_target([{"kind": "Service", "metadata": {"name": "s"}}])
+
+
+def test_gitops_repo_from_a_relative_work_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              example_catalog: Path) -> None:
+    """`lwsflow demo` defaults to a relative --out: the seeded remote must still be reachable."""
+    from pipelines.local_run import init_gitops_repo
+
+    monkeypatch.chdir(tmp_path)
+    repo = init_gitops_repo(Path("rel/work"), example_catalog)
+    assert Path(repo.url).is_absolute()
+    monkeypatch.chdir("/")
+    assert gitwork.git("ls-remote", repo.url, "main").strip()
