@@ -455,7 +455,7 @@ class Catalog(_Strict):
 
 _NAMED_LISTS = ("nodePools", "models", "environments", "env")
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
-_PATH_PREFIX = re.compile(r"^([A-Za-z][\w.\-]*(\[[^\]]+\])?[\w.\-\[\]]*): (.+)$", re.DOTALL)
+_PATH_PREFIX = re.compile(r"^([A-Za-z][\w.\-]*(\[[^\]]+\])?[\w.\-\[\]]*): (.+)\Z", re.DOTALL)
 
 
 def _loc(err: dict[str, Any], data: Any = None) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.atomic import write_file_atomic
 from components.kustomize import build_model_overlay, env_models, environments
 from components.overlays import (
     DIGEST,
@@ -40,13 +41,12 @@ from components.overlays import (
     read_kustomization,
     safe_path,
     set_pins,
-    write_file_atomic,
 )
+from components.proc import GIT_TIMEOUT_S, run_bounded
 from controller.api.objects import container_images
 from controller.errors import InvalidInput, OperationFailed
 from controller.yamlio import dump_yaml, load_yaml_documents
 
-GIT_TIMEOUT_S = 60.0
 MAX_PUSH_ATTEMPTS = 8
 
 
@@ -69,16 +69,7 @@ class GitChange:
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run git in ``repo`` (bounded); a failure with ``check`` is OperationFailed with git's last line."""
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise OperationFailed(f"git {args[0]} took longer than {GIT_TIMEOUT_S:.0f}s") from None
+    proc = run_bounded(["git", "-C", str(repo), *args], what=f"git {args[0]}", timeout=GIT_TIMEOUT_S)
     if check and proc.returncode != 0:
         msg = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         raise OperationFailed(f"git {' '.join(args[:2])}: {msg[-1].strip() if msg else 'failed'}")
@@ -239,7 +230,6 @@ def _apply(
     env: str,
     model: str,
     path: Path,
-    doc: dict[str, Any],
     new: dict[str, Any],
     digest: str,
     message: str,
@@ -247,18 +237,15 @@ def _apply(
 ) -> GitChange:
     rel = path.relative_to(root).as_posix()
     data = dump_yaml(new).encode()
-    if data == path.read_bytes():
-        if push and _unpushed(root):
-            # committed by an earlier run that died (or lost every push race) before publishing:
-            # a rerun with --push must publish it, not report "nothing to do"
-            used = push_with_retry(root, revalidate=(tree, env, model))
-            head = _head(root)
-            return GitChange(head, head, model, env, digest, rel, pushed=True, push_attempts=used)
+    if data != path.read_bytes():
+        _validate_in_scratch(tree, env, model, new)
+        sha = _commit(root, path, data, message)
+        if not push:
+            return GitChange(sha, sha, model, env, digest, rel)
+    elif not (push and _unpushed(root)):
         return GitChange(None, _head(root), model, env, digest, rel)
-    _validate_in_scratch(tree, env, model, new)
-    sha = _commit(root, path, data, message)
-    if not push:
-        return GitChange(sha, sha, model, env, digest, rel)
+    # a new commit, or one an earlier run made but died (or lost every push race) before
+    # publishing: a rerun with --push must publish it, not report "nothing to do"
     used = push_with_retry(root, revalidate=(tree, env, model))
     head = _head(root)
     return GitChange(head, head, model, env, digest, rel, pushed=True, push_attempts=used)
@@ -301,7 +288,7 @@ def set_image(
         f"set-image {model} in {env}: {ref}\n\nmodel: {model}\nenvironment: {env}\n"
         f"image: {ref}\ndigest: {digest}\n"
     )
-    return _apply(root, tree, env, model, path, doc, new, digest, message, push)
+    return _apply(root, tree, env, model, path, new, digest, message, push)
 
 
 def promote(
@@ -336,4 +323,4 @@ def promote(
         f"promote {model} {digests} from {source} to {target}\n\nmodel: {model}\nsource: {source}\n"
         f"target: {target}\nimage: {refs}\n" + (f"rendered-revision: {revision}\n" if revision else "")
     )
-    return _apply(root, tree, target, model, path, doc, new, pins[0]["digest"], message, push)
+    return _apply(root, tree, target, model, path, new, pins[0]["digest"], message, push)

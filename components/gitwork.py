@@ -9,15 +9,14 @@ credential helper that reads them at use time, so they never appear on a command
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from components.proc import GIT_TIMEOUT_S, run_bounded
 from controller.errors import OperationFailed
 
-GIT_TIMEOUT_S = 60.0
 _IDENTITY = {"GIT_AUTHOR_NAME": "lwsflow pipeline", "GIT_AUTHOR_EMAIL": "pipeline@lwsflow.invalid",
              "GIT_COMMITTER_NAME": "lwsflow pipeline", "GIT_COMMITTER_EMAIL": "pipeline@lwsflow.invalid"}
 # Reads the secret-backed variables when git asks; the single quotes keep them out of argv.
@@ -36,11 +35,7 @@ def git_env() -> dict[str, str]:
 def git(*args: str, cwd: Path | None = None, timeout: float = GIT_TIMEOUT_S) -> str:
     """Run git; a failure is ``OperationFailed`` with git's own last line."""
     pre = ["-c", f"credential.helper={_CRED_HELPER}"] if os.environ.get("GIT_USERNAME") else []
-    try:
-        p = subprocess.run(["git", *pre, *args], cwd=cwd, env=git_env(), capture_output=True, text=True,
-                           timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise OperationFailed(f"git {args[0]} did not finish within {timeout:.0f}s") from None
+    p = run_bounded(["git", *pre, *args], what=f"git {args[0]}", timeout=timeout, cwd=cwd, env=git_env())
     if p.returncode != 0:
         lines = [ln for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
         raise OperationFailed(f"git {args[0]} failed: {lines[-1] if lines else p.returncode}")

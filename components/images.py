@@ -15,6 +15,8 @@ free port with a throw-away storage folder: the local stand-in for a real regist
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -27,12 +29,13 @@ from pathlib import Path
 
 import httpx
 
+from components.overlays import DIGEST
+from components.proc import run_bounded
 from controller.errors import InvalidInput, OperationFailed
 
 # host[:port]/path[:tag] with a registry host (a dot, a colon or "localhost" in the first part).
 _REF = re.compile(r"^(?P<host>[a-zA-Z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
                   r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?\Z")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 _MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -112,7 +115,7 @@ def manifest_digest(ref: ImageRef, timeout: float = 10.0) -> str:
     except httpx.HTTPError as exc:
         raise OperationFailed(f"registry {ref.host} is unreachable: {exc}") from None
     digest = r.headers.get("Docker-Content-Digest", "")
-    if r.status_code != 200 or not _DIGEST.match(digest):
+    if r.status_code != 200 or not DIGEST.match(digest):
         raise OperationFailed(f"registry {ref.host} has no manifest for {ref.tagged} (HTTP {r.status_code})")
     return digest
 
@@ -122,15 +125,26 @@ def default_storage() -> Path:
     return Path(tempfile.gettempdir()) / f"lwsflow-buildah-{os.getuid()}"
 
 
+def _auth_args(host: str, folder: Path) -> list[str]:
+    """``--authfile`` for the push when registry credentials are set: written 0600 into ``folder``,
+    never on the command line (``--creds user:pass`` would show the password to anyone running ps)."""
+    creds = _auth()
+    if not creds:
+        return []
+    path = folder / "auth.json"
+    token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"auths": {host: {"auth": token}}}, f)
+    return ["--authfile", str(path)]
+
+
 def _buildah(storage: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     if shutil.which("buildah") is None:
         raise OperationFailed("buildah is not installed (apt-get install -y buildah)")
     cmd = ["buildah", "--root", str(storage / "root"), "--runroot", str(storage / "runroot"),
            "--storage-driver", "vfs", *args]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise OperationFailed(f"buildah {args[0]} did not finish within {timeout:.0f}s") from None
+    return run_bounded(cmd, what=f"buildah {args[0]}", timeout=timeout)
 
 
 def _last_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -177,10 +191,7 @@ def build_image(context: str | Path, image: str, *, containerfile: str | Path | 
     with tempfile.TemporaryDirectory(prefix="lwsflow-push-") as tmp:
         digestfile = Path(tmp) / "digest"
         push = ["push", f"--tls-verify={'false' if _insecure(ref.host) else 'true'}",
-                "--digestfile", str(digestfile), "--retry", "1"]
-        creds = _auth()
-        if creds:
-            push += ["--creds", f"{creds[0]}:{creds[1]}"]
+                "--digestfile", str(digestfile), "--retry", "1", *_auth_args(ref.host, Path(tmp))]
         pushed = _buildah(store, *push, ref.tagged, f"docker://{ref.tagged}", timeout=timeout)
         if pushed.returncode != 0:
             raise OperationFailed(f"pushing {ref.tagged} failed: {_last_error(pushed)}")

@@ -15,7 +15,6 @@ one by one so the error names the overlay that is broken.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from components.overlays import (
     ImageRef,
     requires_digest,
 )
+from components.proc import run_bounded
 from controller.api import labels as L
 from controller.api.objects import container_images
 from controller.errors import FieldError, InvalidInput, OperationFailed
@@ -46,16 +46,8 @@ def kubectl_path() -> Path:
 
 def kustomize_build(path: Path, timeout: float = BUILD_TIMEOUT_S) -> list[dict[str, Any]]:
     """``kubectl kustomize PATH`` parsed into objects; a failed build is InvalidInput naming PATH."""
-    try:
-        proc = subprocess.run(
-            [str(kubectl_path()), "kustomize", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise OperationFailed(f"{path}: kustomize build took longer than {timeout:.0f}s") from None
+    proc = run_bounded([str(kubectl_path()), "kustomize", str(path)], what=f"{path}: kustomize build",
+                       timeout=timeout)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         raise InvalidInput(

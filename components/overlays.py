@@ -38,12 +38,12 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.atomic import stage_file
 from components.catalog import Catalog
 from controller.api import labels as L
 from controller.api.objects import container_images
@@ -431,28 +431,6 @@ def drift(root: Path, files: dict[str, bytes], roots: list[str]) -> list[str]:
     return sorted(p for p in set(files) | set(current) if files.get(p) != current.get(p))
 
 
-def _stage(path: Path, data: bytes) -> str:
-    """Write ``data`` to a synced temporary file next to ``path``; returns its name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
-def write_file_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder and rename it over the target."""
-    os.replace(_stage(path, data), path)
-
-
 def write_tree(root: Path, files: dict[str, bytes], roots: list[str]) -> list[str]:
     """Make the managed folders of ``root`` hold exactly ``files``; returns the paths changed.
 
@@ -469,7 +447,7 @@ def write_tree(root: Path, files: dict[str, bytes], roots: list[str]) -> list[st
     try:
         for rel in changed:
             if rel in files:
-                staged[rel] = _stage(targets[rel], files[rel])
+                staged[rel] = stage_file(targets[rel], files[rel])
     except BaseException:
         for tmp in staged.values():
             with contextlib.suppress(FileNotFoundError):

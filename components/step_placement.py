@@ -18,8 +18,8 @@ from controller.errors import InvalidInput
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 EFFECTS: tuple[Effect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # A label key: an optional DNS-subdomain prefix and a name (the Kubernetes rule, lengths checked apart).
-_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,11 @@ def _check_key(key: str, flag: str, text: str) -> None:
         raise InvalidInput(f"{text!r}: {key!r} is not a valid label key", field=flag)
 
 
+def _check_value(value: str, flag: str, text: str, what: str) -> None:
+    if not _VALUE.match(value) or len(value) > 63:
+        raise InvalidInput(f"{text!r}: {value!r} is not a valid {what} value", field=flag)
+
+
 def parse_node_selector(items: list[str]) -> dict[str, str]:
     """``KEY=VALUE`` items into a selector; a key given twice is refused, not silently overwritten."""
     out: dict[str, str] = {}
@@ -69,8 +74,7 @@ def parse_node_selector(items: list[str]) -> dict[str, str]:
         if not sep:
             raise InvalidInput(f"{text!r}: expected KEY=VALUE", field="--node-selector")
         _check_key(key, "--node-selector", text)
-        if not _VALUE.match(value) or len(value) > 63:
-            raise InvalidInput(f"{text!r}: {value!r} is not a valid label value", field="--node-selector")
+        _check_value(value, "--node-selector", text, "label")
         if key in out:
             raise InvalidInput(f"{text!r}: {key!r} given twice", field="--node-selector")
         out[key] = value
@@ -86,8 +90,7 @@ def parse_toleration(text: str) -> Toleration:
         raise InvalidInput(f"{text!r}: effect must be one of {', '.join(EFFECTS)}", field="--toleration")
     key, _, value = spec.partition("=")
     _check_key(key, "--toleration", text)
-    if not _VALUE.match(value) or len(value) > 63:
-        raise InvalidInput(f"{text!r}: {value!r} is not a valid taint value", field="--toleration")
+    _check_value(value, "--toleration", text, "taint")
     return Toleration(key=key, effect=effect, value=value)  # type: ignore[arg-type]  (checked above)
 
 

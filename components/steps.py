@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from components import gitwork, images
+from components.atomic import write_file_atomic
 from controller.errors import InvalidInput, OperationFailed
 from controller.yamlio import parse_yaml_documents
 
@@ -37,10 +38,7 @@ def _write_report(report_dir: str, name: str, data: dict[str, Any]) -> str:
     if not report_dir:
         return ""
     path = Path(report_dir) / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)  # atomic: a reader never sees half a report
+    write_file_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return str(path)
 
 
@@ -142,12 +140,14 @@ def build_overlays(repo_url: str, commit: str, env: str, model: str,
     """Build and validate ``env``'s overlays at ``commit``; describe the model's manifest."""
     from components.kustomize import build_model_overlay
     from components.kustomize import build_overlays as build_env
+    from controller.yamlio import dump_yaml_documents
 
     with gitwork.checkout(repo_url, commit=commit, branch=f"{RELEASE_BRANCH_PREFIX}{model}") as work:
         log("build-overlays", f"kustomize build + validate {OVERLAYS}/{env} at {commit[:12]}")
         build_env(work / OVERLAYS, env)
         built = build_model_overlay(work / OVERLAYS, env, model)
-        text = kustomize(work / OVERLAYS / env / model)
+    # the model overlay's own build, as ``kustomize()`` prints it (validation works on copies)
+    text = dump_yaml_documents(built.objects)
     kinds = sorted(f"{d.get('kind')}/{d.get('metadata', {}).get('name')}" for d in built.objects)
     out = BuildOverlaysOutput(commit=commit, env=env, objects=len(built.objects), kinds=kinds,
                               manifest_sha256=hashlib.sha256(text.encode()).hexdigest())

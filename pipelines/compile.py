@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from components.atomic import write_file_atomic
 from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 from controller.yamlio import dump_yaml
 from pipelines.deploy_model import PIPELINE_NAME, argo_workflow_template, kfp_pipeline
@@ -22,11 +23,10 @@ def compile_kfp(path: Path, placement: StepPlacement = DEFAULT_PLACEMENT) -> Pat
     """Write the kfp v2 pipeline spec (IR YAML, with the kfp-kubernetes platform spec)."""
     from kfp import compiler
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:  # write-then-rename: a reader never sees half a file
+    with tempfile.TemporaryDirectory() as tmp:  # kfp writes only to a path; then write-then-rename
         out = Path(tmp) / path.name
         compiler.Compiler().compile(kfp_pipeline(placement), package_path=str(out))
-        path.write_text(out.read_text())
+        write_file_atomic(path, out.read_bytes())
     return path
 
 
@@ -36,10 +36,8 @@ def argo_manifest(placement: StepPlacement = DEFAULT_PLACEMENT) -> dict:
 
 
 def compile_argo(path: Path, placement: StepPlacement = DEFAULT_PLACEMENT) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(dump_yaml(argo_manifest(placement)))
-    tmp.replace(path)
+    """Write the Argo ``WorkflowTemplate`` YAML (atomically, like the kfp file)."""
+    write_file_atomic(path, dump_yaml(argo_manifest(placement)).encode())
     return path
 
 

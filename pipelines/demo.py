@@ -97,7 +97,7 @@ class _Progress(io.TextIOBase):
     _KEEP = re.compile(r"^\s*\[(build-image|render|build-overlays|promote|rollout|smoke-test)\]|"
                        r"Executing task|finished with status")
     # The last line of a failed task's traceback, e.g. "controller.errors.OperationFailed: msg".
-    _ERROR = re.compile(r"^(?:[\w.]+\.)?(OperationFailed|InvalidInput|\w*Error): (.+)$")
+    _ERROR = re.compile(r"^(?:[\w.]+\.)?(OperationFailed|InvalidInput|\w*Error): (.+)\Z")
 
     def __init__(self, sink: Any, show_failure: bool = True) -> None:
         # show_failure=False: the caller prints its own verdict line (the bad release)
@@ -238,7 +238,7 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
             raise InvalidInput(f"unknown model {m!r} (known: {', '.join(known)})", field="models")
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]lwsflow demo[/]: {len(chosen)} model(s) from {catalog}; artifacts in {out}")
-    stack = start_stack(out / "work", catalog, speed=speed)
+    stack = start_stack(out / "work", catalog, speed=speed, loaded=cat)
     try:
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "

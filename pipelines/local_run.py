@@ -14,13 +14,17 @@ import re
 import shutil
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components import gitwork
 from controller.errors import InvalidInput
 from controller.yamlio import parse_yaml_documents
+
+if TYPE_CHECKING:
+    from components.catalog import Catalog
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
@@ -48,12 +52,16 @@ def write_engine_context(folder: Path, release: str, broken: bool = False) -> No
     (folder / "engine.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
-def init_gitops_repo(root: Path, catalog: Path, release: str = "v1") -> GitopsRepo:
-    """Create ``root/gitops.git`` with the catalog, the engine build context and the rendered overlays."""
+def init_gitops_repo(root: Path, catalog: Path, release: str = "v1", *,
+                     loaded: Catalog | None = None) -> GitopsRepo:
+    """Create ``root/gitops.git`` with the catalog, the engine build context and the rendered overlays.
+
+    ``loaded``: ``catalog`` already parsed by the caller, so it is not loaded a second time.
+    """
     from components.catalog import load_catalog
     from components.overlays import render_to
 
-    cat = load_catalog(catalog)  # refuse a bad catalog before any git work
+    cat = loaded if loaded is not None else load_catalog(catalog)  # refuse a bad catalog before any git work
     root = root.resolve()  # the remote URL must not depend on the working directory of later steps
     bare, seed = root / "gitops.git", root / "gitops"
     for p in (bare, seed):
@@ -164,16 +172,21 @@ class LocalStack:
             self.timeline.mark(self.cluster.now(), label)
 
     def close(self) -> None:
-        for stop in (self.cluster.stop, self.api.stop, self.engines.close, self.registry.stop):
-            try:
-                stop()
-            except Exception:  # best effort: one failing stop must not leak the others
-                continue
+        _stop_all(self.cluster.stop, self.api.stop, self.engines.close, self.registry.stop)
 
 
-def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> LocalStack:
+def _stop_all(*stops: Callable[[], object]) -> None:
+    for stop in stops:
+        try:
+            stop()
+        except Exception:  # best effort: one failing stop must not leak the others
+            continue
+
+
+def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
+                loaded: Catalog | None = None) -> LocalStack:
     """Start the embedded cluster (GPU pools, stand-in engines, HTTPS API on 127.0.0.1), a registry
-    and a seeded GitOps repository, all under ``workdir``."""
+    and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``."""
     import secrets
 
     from components.catalog import load_catalog
@@ -183,7 +196,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> Loca
     from controller.sim.cluster import Cluster
     from controller.sim.engine import EnginePodHook
 
-    cat = load_catalog(catalog_path)
+    cat = loaded if loaded is not None else load_catalog(catalog_path)
     workdir.mkdir(parents=True, exist_ok=True)
     config = cluster_config_for(cat, never_ready=[f"*/lwsflow/*{BROKEN_MARK}@*"])
     # Realtime: start the virtual clock at wall time, so kubectl's client-side ages start sensible.
@@ -203,12 +216,9 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0) -> Loca
         kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
         cluster.start_realtime(speed)
         registry.start()
-        repo = init_gitops_repo(workdir, catalog_path)
+        repo = init_gitops_repo(workdir, catalog_path, loaded=cat)
     except BaseException:
-        cluster.stop()
-        api.stop()
-        engines.close()
-        registry.stop()
+        _stop_all(cluster.stop, api.stop, engines.close, registry.stop)
         raise
     return LocalStack(cluster, api, engines, registry, repo, Path(kubeconfig), speed, timeline)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from components.atomic import write_file_atomic
 from components.smoke.model import SmokeReport
 
 
@@ -35,13 +34,5 @@ def render_table(report: SmokeReport, width: int | None = None) -> str:
 def write_report(report: SmokeReport, path: str | Path) -> Path:
     """Write the JSON report atomically (temp file + rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(report.to_json() + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_file_atomic(path, (report.to_json() + "\n").encode())
     return path

@@ -14,14 +14,18 @@ import typer
 
 from pipelines.cli.app import app
 
+# Options shared by several commands below, declared once so their flags and help cannot drift apart.
+CheckOpt = Annotated[bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")]
+RepoOpt = Annotated[Path, typer.Option("--repo", help="git work tree")]
+OverlaysOpt = Annotated[Path, typer.Option("--overlays", help="overlay tree inside the repo")]
+PushOpt = Annotated[bool, typer.Option("--push", help="push (rebase and retry when rejected)")]
+
 
 @app.command()
 def render(
     catalog: Annotated[Path, typer.Argument(help="catalog YAML")],
     out: Annotated[Path, typer.Option("--out", help="overlay tree to write (base/ and one folder per env)")],
-    check: Annotated[
-        bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")
-    ] = False,
+    check: CheckOpt = False,
 ) -> None:
     """Render the catalog into a Kustomize tree (deterministic, atomic; keeps digest pins)."""
     from components.catalog import load_catalog
@@ -79,11 +83,9 @@ def set_image(
     env: Annotated[str, typer.Option("--env", help="environment overlay to pin")],
     digest: Annotated[str, typer.Option("--digest", help="sha256:<64 hex>")],
     image: Annotated[str | None, typer.Option("--image", help="repository to pull from (newName)")] = None,
-    repo: Annotated[Path, typer.Option("--repo", help="git work tree")] = Path("."),
-    overlays: Annotated[Path, typer.Option("--overlays", help="overlay tree inside the repo")] = Path(
-        "overlays"
-    ),
-    push: Annotated[bool, typer.Option("--push", help="push (rebase and retry when rejected)")] = False,
+    repo: RepoOpt = Path("."),
+    overlays: OverlaysOpt = Path("overlays"),
+    push: PushOpt = False,
 ) -> None:
     """Pin a freshly built image digest in one environment: one validated git commit."""
     from components.gitops import set_image as do
@@ -96,11 +98,9 @@ def promote(
     model: Annotated[str, typer.Argument(help="catalog model name")],
     source: Annotated[str, typer.Option("--from", help="source environment")],
     target: Annotated[str, typer.Option("--to", help="target environment")],
-    repo: Annotated[Path, typer.Option("--repo", help="git work tree")] = Path("."),
-    overlays: Annotated[Path, typer.Option("--overlays", help="overlay tree inside the repo")] = Path(
-        "overlays"
-    ),
-    push: Annotated[bool, typer.Option("--push", help="push (rebase and retry when rejected)")] = False,
+    repo: RepoOpt = Path("."),
+    overlays: OverlaysOpt = Path("overlays"),
+    push: PushOpt = False,
 ) -> None:
     """Promote the source environment's digest pin to the target: one validated git commit."""
     from components.gitops import promote as do
@@ -116,9 +116,7 @@ def argocd(
     path: Annotated[str, typer.Option("--path", help="overlay tree path inside the repo")] = "overlays",
     revision: Annotated[str, typer.Option("--revision", help="branch, tag or commit to track")] = "HEAD",
     namespace: Annotated[str, typer.Option("--namespace", help="Argo CD's namespace")] = "argocd",
-    check: Annotated[
-        bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")
-    ] = False,
+    check: CheckOpt = False,
 ) -> None:
     """Write Argo CD Applications (one per environment) and the argocd-cm health checks."""
     from components.argocd import write_argocd

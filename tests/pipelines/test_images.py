@@ -77,3 +77,24 @@ def test_registry_binds_loopback_and_stops(tmp_path: Path) -> None:
     reg.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://{host}/v2/", timeout=1)
+
+
+def test_registry_credentials_go_through_a_private_authfile(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The password never appears on buildah's command line (visible to ps); a 0600 authfile holds it."""
+    import base64
+    import json
+    import stat
+
+    from components import images
+
+    monkeypatch.setenv(images.ENV_REGISTRY_USER, "robot")
+    monkeypatch.setenv(images.ENV_REGISTRY_PASSWORD, "canary-pw-4711")
+    args = images._auth_args("registry.example:5000", tmp_path)
+    assert args[0] == "--authfile" and "canary-pw-4711" not in " ".join(args)
+    path = Path(args[1])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    auth = json.loads(path.read_text())["auths"]["registry.example:5000"]["auth"]
+    assert base64.b64decode(auth).decode() == "robot:canary-pw-4711"
+    monkeypatch.delenv(images.ENV_REGISTRY_PASSWORD)
+    assert images._auth_args("registry.example:5000", tmp_path / "none") == []

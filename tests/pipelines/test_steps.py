@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def test_build_render_validate_promote(gitops_repo, registry: LocalRegistry, tmp
 
     checked = steps.build_overlays(gitops_repo.url, rendered.commit, "dev", MODEL, report_dir=str(reports))
     assert f"LeaderWorkerSet/{MODEL}" in checked.kinds
+    with gitwork.checkout(gitops_repo.url, commit=rendered.commit, branch=rendered.branch) as work:
+        release_manifest = steps.kustomize(work / "overlays" / "dev" / MODEL)  # what rollout applies
+    assert checked.manifest_sha256 == hashlib.sha256(release_manifest.encode()).hexdigest()
 
     # Release -> main (dev): main fast-forwards to exactly the validated commit.
     dev = steps.promote(gitops_repo.url, MODEL, "dev", commit=rendered.commit, report_dir=str(reports))
