@@ -13,7 +13,6 @@ its /scale is the API server's). Not modelled: placementPolicy affinity injectio
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import uuid
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 from controller.api import labels as L
 from controller.sim import ds_planner
 from controller.sim.podutil import annotation, is_terminating, label, owner_ref
-from controller.sim.store import rfc3339
+from controller.sim.store import clone, rfc3339
 
 if TYPE_CHECKING:
     from controller.sim.cluster import Cluster
@@ -78,11 +77,7 @@ class DsController:
         roles = spec.get("roles") or []
         rev = revision_hash(roles)
         slices = int(spec.get("slices", 1) or 1)
-        children = [
-            o
-            for n in self.c.owned_names(ds["metadata"]["uid"], LWS)
-            if (o := store.get_raw(LWS, ns, n)) is not None
-        ]
+        children = self._children(ds)
         for lws in children:
             if int(label(lws, L.DS_SLICE, "0")) >= slices:
                 self.c.delete_object(LWS, ns, lws["metadata"]["name"])
@@ -97,6 +92,15 @@ class DsController:
             self._reconcile_slice(ds, roles, rev, s, mine, external)
         self._services(ds, roles, rev)
         self._write_status(ds, roles, rev, external)
+
+    def _children(self, ds: dict) -> list[dict]:
+        """The live LeaderWorkerSets this DisaggregatedSet owns (read again after each change)."""
+        ns, store = ds["metadata"]["namespace"], self.c.store
+        return [
+            o
+            for n in self.c.owned_names(ds["metadata"]["uid"], LWS)
+            if (o := store.get_raw(LWS, ns, n)) is not None
+        ]
 
     # -- one slice ---------------------------------------------------------------------------------------
     def _reconcile_slice(self, ds: dict, roles: list[dict], rev: str, s: int, mine: list[dict],
@@ -206,7 +210,7 @@ class DsController:
             L.DS_SLICE: str(s),
             L.DS_REVISION: rev,
         }
-        spec = copy.deepcopy(role.get("spec") or {})
+        spec = clone(role.get("spec") or {})
         spec["replicas"] = replicas
         lwt = spec.setdefault("leaderWorkerTemplate", {})
         for tkey in ("leaderTemplate", "workerTemplate"):
@@ -242,11 +246,7 @@ class DsController:
     # -- Services and status -----------------------------------------------------------------------------
     def _services(self, ds: dict, roles: list[dict], rev: str) -> None:
         store, ns = self.c.store, ds["metadata"]["namespace"]
-        children = [
-            o
-            for n in self.c.owned_names(ds["metadata"]["uid"], LWS)
-            if (o := store.get_raw(LWS, ns, n)) is not None
-        ]
+        children = self._children(ds)
         ready_revs = set()
         for r in {label(o, L.DS_REVISION) for o in children}:
             lws_r = [o for o in children if label(o, L.DS_REVISION) == r]
@@ -333,12 +333,8 @@ class DsController:
             self.c.store.replace(SCALER, {**sc, "status": status}, subresource="status", check_version=False)
 
     def _write_status(self, ds: dict, roles: list[dict], rev: str, external: dict[str, int]) -> None:
-        store, ns = self.c.store, ds["metadata"]["namespace"]
-        children = [
-            o
-            for n in self.c.owned_names(ds["metadata"]["uid"], LWS)
-            if (o := store.get_raw(LWS, ns, n)) is not None
-        ]
+        store = self.c.store
+        children = self._children(ds)
         slices = int((ds.get("spec") or {}).get("slices", 1) or 1)
         role_statuses, available = [], True
         for role in roles:

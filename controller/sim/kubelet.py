@@ -178,11 +178,11 @@ class Kubelet:
                 "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
                 "containerStatuses": [
                     self._cstatus(c, {"waiting": {"reason": "ContainerCreating"}})
-                    for c in pod["spec"].get("containers") or []
+                    for c in _containers(pod)
                 ],
             },
         )
-        images = [c.get("image", "") for c in pod["spec"].get("containers") or []]
+        images = _images(pod)
         cfg, pool = self.c.config, self.c.pool_of(node)
         bw = (pool.pull_gbps if pool and pool.pull_gbps else None) or cfg.timings.pull_gbps
         cached = self.image_cache.setdefault(node, set())
@@ -198,7 +198,7 @@ class Kubelet:
         pod = self._current(key, run)
         if pod is None:
             return
-        images = [c.get("image", "") for c in pod["spec"].get("containers") or []]
+        images = _images(pod)
         self.c.emit_event(
             pod,
             "Failed",
@@ -217,7 +217,7 @@ class Kubelet:
                     }
                 },
             )
-            for c in pod["spec"].get("containers") or []
+            for c in _containers(pod)
         ]
         self._write_status(key, st)
 
@@ -240,7 +240,7 @@ class Kubelet:
             "conditions": _conds(now, ready=False),
             "containerStatuses": [
                 self._cstatus(c, {"running": {"startedAt": now}}, prev=restarts)
-                for c in pod["spec"].get("containers") or []
+                for c in _containers(pod)
             ],
         }
         pod = self._write_status(key, st)
@@ -303,7 +303,7 @@ class Kubelet:
             key, {**old, "conditions": _conds(now, ready=False), "containerStatuses": css}
         )
         self.c.hook("on_stopped", pod)
-        images = [c.get("image", "") for c in pod["spec"].get("containers") or []]
+        images = _images(pod)
         t = self.c.config.timings
         run.timer = self.c.clock.call_later(
             t.restart_backoff_s + t.container_start_s, lambda: self._running(key, run, images)
@@ -388,3 +388,11 @@ def _conds(now: str, *, ready: bool) -> list[dict]:
         {"type": "ContainersReady", "status": r, "lastTransitionTime": now},
         {"type": "Ready", "status": r, "lastTransitionTime": now},
     ]
+
+
+def _containers(pod: dict) -> list[dict]:
+    return pod["spec"].get("containers") or []
+
+
+def _images(pod: dict) -> list[str]:
+    return [c.get("image", "") for c in _containers(pod)]

@@ -8,7 +8,7 @@ restart policy. Reconciles are level-triggered and keyed by object; the cluster 
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from typing import TYPE_CHECKING
 
 from controller.api import labels as L
@@ -17,7 +17,7 @@ from controller.sim.lws_spec import LwsView, view
 from controller.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
 from controller.sim.podutil import annotation, is_ready, is_terminating, label, owner_ref, owner_uid
 from controller.sim.statefulset import STS
-from controller.sim.store import rfc3339
+from controller.sim.store import clone, rfc3339
 
 if TYPE_CHECKING:
     from controller.sim.cluster import Cluster
@@ -66,24 +66,19 @@ class LwsController:
             partition=v.partition,
             sts_exists=sts is not None,
         )
-        if sts is not None:
+        if sts is not None:  # add what the leader StatefulSet says now
             ru = sts["spec"].get("updateStrategy", {}).get("rollingUpdate") or {}
             ps, rs = int(ru.get("partition", 0) or 0), int(sts["spec"].get("replicas", 0))
             changed = label(sts, L.TEMPLATE_REVISION_HASH) != v.revision
             needs_groups = not changed and not (ps == 0 and rs == v.replicas) and rs >= v.replicas
-            groups = [self.group_state(ns, name, i, v.revision) for i in range(rs)] if needs_groups else []
             ann = annotation(sts, L.REPLICAS_ANNOTATION)
-            inp = rolling.RollingInput(
-                replicas=v.replicas,
-                max_unavailable=v.max_unavailable,
-                max_surge=v.max_surge,
-                partition=v.partition,
-                sts_exists=True,
+            inp = dataclasses.replace(
+                inp,
                 sts_partition=ps,
                 sts_replicas=rs,
                 template_changed=changed,
                 replicas_annotation=int(ann) if ann else None,
-                groups=groups,
+                groups=[self.group_state(ns, name, i, v.revision) for i in range(rs)] if needs_groups else [],
             )
         partition, replicas = rolling.compute(inp)
         self._apply_leader_sts(lws, v, sts, partition, replicas)
@@ -149,7 +144,7 @@ class LwsController:
                     "labels": {L.NAME: v.name, L.TEMPLATE_REVISION_HASH: v.revision},
                     "ownerReferences": [owner_ref(lws)],
                 },
-                "data": copy.deepcopy(v.revision_data),
+                "data": clone(v.revision_data),
                 "revision": number,
             },
         )
@@ -185,7 +180,7 @@ class LwsController:
     def _apply_leader_sts(
         self, lws: dict, v: LwsView, sts: dict | None, partition: int, replicas: int
     ) -> None:
-        template = copy.deepcopy(v.leader_template)
+        template = clone(v.leader_template)
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {
             **(tmeta.get("labels") or {}),
@@ -385,7 +380,7 @@ class LwsController:
             if lws is None:
                 return None
             data = view(lws).revision_data
-        return copy.deepcopy(data["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {})
+        return clone(data["spec"]["leaderWorkerTemplate"].get("workerTemplate") or {})
 
     # -- group restart policy (§e) ----------------------------------------------------------------------
     def handle_restart(self, ns: str, leader_name: str) -> None:

@@ -8,11 +8,11 @@ taken over the defaulted ``leaderWorkerTemplate`` and ``networkConfig`` only: a 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 from controller.sim.podutil import safe_hash
 from controller.sim.rolling import resolve
+from controller.sim.store import clone
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,11 @@ class LwsView:
 
 
 def normalized_revision_data(spec: dict) -> dict:
-    lwt = copy.deepcopy(spec.get("leaderWorkerTemplate") or {})
+    lwt = clone(spec.get("leaderWorkerTemplate") or {})
     lwt.setdefault("size", 1)
     policy = lwt.get("restartPolicy") or "RecreateGroupOnPodRestart"
     lwt["restartPolicy"] = "None" if policy == "Default" else policy
-    net = copy.deepcopy(spec.get("networkConfig") or {})
+    net = clone(spec.get("networkConfig") or {})
     net.setdefault("subdomainPolicy", "Shared")
     return {"spec": {"leaderWorkerTemplate": lwt, "networkConfig": net}}
 

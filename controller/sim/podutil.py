@@ -19,6 +19,8 @@ _MEM_UNITS = {
     "T": 10**12,
     "k": 10**3,
 }
+# longest suffix first, so "Gi" is tried before "G" (sorted once, not per quantity parsed)
+_MEM_SUFFIXES = sorted(_MEM_UNITS.items(), key=lambda kv: -len(kv[0]))
 
 
 def cpu_millis(q: object) -> int:
@@ -30,7 +32,7 @@ def cpu_millis(q: object) -> int:
 
 def mem_bytes(q: object) -> int:
     s = str(q).strip()
-    for unit, mult in sorted(_MEM_UNITS.items(), key=lambda kv: -len(kv[0])):
+    for unit, mult in _MEM_SUFFIXES:
         if s.endswith(unit):
             try:
                 return int(float(s[: -len(unit)]) * mult)

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from controller.api.scheduling import tolerates
+from controller.sim.freelevels import FreeLevels
 from controller.sim.podutil import requests
 from controller.sim.policies import Policy, for_scoring
 
@@ -82,22 +83,17 @@ class Scheduler:
         self.scoring = scoring
         self.policy: Policy = policy or for_scoring(scoring)  # node order comes from the policy
         self.nodes: dict[str, NodeInfo] = {}
-        self._buckets: dict[int, dict[str, None]] = {}  # free GPUs -> ordered set of node names
+        self._levels = FreeLevels()
         self._domains: dict[str, dict[str, list[str]]] = {}  # topology key -> value -> node names
 
     # -- node accounting -------------------------------------------------------------------------------
     def add_node(self, node: NodeInfo) -> None:
         self.nodes[node.name] = node
-        self._bucket(node.free_gpus)[node.name] = None
+        self._levels.add(node.name, node.free_gpus)
         self._domains.clear()
 
-    def _bucket(self, free: int) -> dict[str, None]:
-        return self._buckets.setdefault(free, {})
-
     def _rebucket(self, node: NodeInfo, before: int) -> None:
-        if before != node.free_gpus:
-            self._buckets.get(before, {}).pop(node.name, None)
-            self._bucket(node.free_gpus)[node.name] = None
+        self._levels.move(node.name, before, node.free_gpus)
 
     def allocate(self, node_name: str, needs: PodNeeds, group_key: str = "", sign: int = 1) -> None:
         node = self.nodes[node_name]
@@ -122,8 +118,9 @@ class Scheduler:
         self._rebucket(node, before)
 
     # -- filtering and scoring -------------------------------------------------------------------------
-    def feasible(self, node: NodeInfo, needs: PodNeeds) -> bool:
-        if not node.fits(needs.gpu, needs.cpu, needs.mem):
+    def feasible(self, node: NodeInfo, needs: PodNeeds, taken: tuple[int, int, int] = (0, 0, 0)) -> bool:
+        """Whether ``needs`` fits on ``node`` on top of ``taken`` (GPUs, CPU millis, memory bytes)."""
+        if not node.fits(needs.gpu + taken[0], needs.cpu + taken[1], needs.mem + taken[2]):
             return False
         for k, v in needs.node_selector:
             if node.labels.get(k) != v:
@@ -132,11 +129,8 @@ class Scheduler:
 
     def _ordered(self, needs: PodNeeds, among: set[str] | None = None) -> list[str] | object:
         """Candidate node names, best first, lazily by free-GPU bucket."""
-        levels = self.policy.order_levels(
-            (f for f, b in self._buckets.items() if b and f >= needs.gpu), needs.gpu
-        )
-        for f in levels:
-            for name in list(self._buckets[f]):
+        for f in self.policy.order_levels(self._levels.at_least(needs.gpu), needs.gpu):
+            for name in self._levels.names(f):
                 if among is None or name in among:
                     yield name
 
@@ -147,21 +141,9 @@ class Scheduler:
         taken: dict[str, tuple[int, int, int]] | None = None,
     ) -> str | None:
         """The best feasible node; ``taken`` holds tentative allocations of the same gang."""
+        taken = taken or {}
         for name in self._ordered(needs, among):
-            node = self.nodes[name]
-            extra = (taken or {}).get(name)
-            if extra:
-                node.used_gpus += extra[0]
-                node.used_cpu_m += extra[1]
-                node.used_mem += extra[2]
-            try:
-                ok = self.feasible(node, needs)
-            finally:
-                if extra:
-                    node.used_gpus -= extra[0]
-                    node.used_cpu_m -= extra[1]
-                    node.used_mem -= extra[2]
-            if ok:
+            if self.feasible(self.nodes[name], needs, taken.get(name, (0, 0, 0))):
                 return name
         return None
 

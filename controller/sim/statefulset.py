@@ -10,13 +10,13 @@ default from Kubernetes 1.35). The LWS pod webhook runs on pods it creates, as t
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 from controller.api import labels as L
 from controller.sim import lws_webhook
 from controller.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from controller.sim.rolling import resolve
+from controller.sim.store import clone
 
 if TYPE_CHECKING:
     from controller.sim.cluster import Cluster
@@ -39,7 +39,7 @@ class StatefulSetController:
         rev = f"{name}-{safe_hash(template)}"
         key = (ns, name, rev)
         if key not in self.templates:
-            self.templates[key] = copy.deepcopy(template)
+            self.templates[key] = clone(template)
         return rev
 
     def reconcile(self, ns: str, name: str) -> None:
@@ -96,7 +96,7 @@ class StatefulSetController:
         template = self.templates.get((ns, name, rev)) or self.templates[(ns, name, update_rev)]
         tmeta = template.get("metadata") or {}
         pname = f"{name}-{ordinal}"
-        spec = copy.deepcopy(template.get("spec") or {})
+        spec = clone(template.get("spec") or {})
         spec.setdefault("hostname", pname)
         if sts["spec"].get("serviceName"):
             spec.setdefault("subdomain", sts["spec"]["serviceName"])

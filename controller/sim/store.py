@@ -22,11 +22,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from controller.errors import AlreadyExists, BadRequest, Conflict, Gone, NotFound
 from controller.sim import kinds
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+_T = TypeVar("_T")
 _HISTORY = 20_000  # watch events kept for resuming; older resourceVersions answer 410 Gone
 
 
@@ -101,21 +103,20 @@ class Store:
         with self._lock:
             obj = self._bucket(key).get((namespace or "", name))
             if obj is None:
-                raise NotFound(f'{_plural(key)} "{name}" not found',
-                               details={"name": name, "kind": _plural(key)})
-            return _clone(obj)
+                raise _not_found(key, name)
+            return clone(obj)
 
     def try_get(self, key: str, namespace: str, name: str) -> dict | None:
         with self._lock:
             obj = self._bucket(key).get((namespace or "", name))
-            return _clone(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def list(self, key: str, namespace: str | None = None, label_selector: str = "",
              field_selector: str = "") -> tuple[list[dict], int]:
         """Matching objects sorted by (namespace, name), and the store resourceVersion of the read."""
         sel = Selector.parse(label_selector, field_selector)
         with self._lock:
-            items = [_clone(o) for (ns, _), o in sorted(self._bucket(key).items())
+            items = [clone(o) for (ns, _), o in sorted(self._bucket(key).items())
                      if (not namespace or ns == namespace) and sel.matches(o)]
             return items, self._rv
 
@@ -130,7 +131,7 @@ class Store:
     # -- writes --------------------------------------------------------------------------------------
     def create(self, key: str, obj: dict) -> dict:
         with self._lock:
-            obj = _clone(obj)
+            obj = clone(obj)
             meta = obj.setdefault("metadata", {})
             rtype = kinds.BY_KEY[key]
             if not meta.get("name") and meta.get("generateName"):
@@ -154,7 +155,7 @@ class Store:
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
             self._commit(key, bucket, (ns, name), obj, ADDED)
-            return _clone(obj)
+            return clone(obj)
 
     def replace(self, key: str, obj: dict, *, subresource: str = "",
                 check_version: bool = True) -> dict:
@@ -170,28 +171,28 @@ class Store:
             bucket = self._bucket(key)
             old = bucket.get((ns, name))
             if old is None:
-                raise NotFound(f'{_plural(key)} "{name}" not found',
-                               details={"name": name, "kind": _plural(key)})
+                raise _not_found(key, name)
             want_rv = meta.get("resourceVersion")
             if check_version and want_rv and str(want_rv) != old["metadata"]["resourceVersion"]:
                 raise Conflict(f'Operation cannot be fulfilled on {_plural(key)} "{name}": the object '
                                "has been modified; please apply your changes to the latest version "
                                "and try again", details={"name": name, "kind": _plural(key)})
-            if rtype.has_status and subresource == "status":
-                # only status changes: copy the stored object, not the caller's (which is discarded)
-                status = obj.get("status")
-                new = _clone(old)
-                if status is None:
-                    new.pop("status", None)
+            if rtype.has_status:
+                # one side gives status, the other the rest: copy each part from its source only
+                # (the status kept in place below is replaced, so its copy would be thrown away)
+                if subresource == "status":
+                    rest, status = old, obj.get("status")
+                    keep = status is not None
                 else:
-                    new["status"] = _clone(status)
+                    rest, status = obj, old.get("status")
+                    keep = "status" in old
+                new = {k: v if k == "status" else clone(v) for k, v in rest.items()}
+                if keep:
+                    new["status"] = clone(status)
+                else:
+                    new.pop("status", None)
             else:
-                new = _clone(obj)
-                if rtype.has_status:
-                    if "status" in old:
-                        new["status"] = _clone(old["status"])
-                    else:
-                        new.pop("status", None)
+                new = clone(obj)
             nmeta = new.setdefault("metadata", {})
             for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
                 if k in old["metadata"]:
@@ -205,12 +206,12 @@ class Store:
                 nmeta["generation"] = int(old["metadata"].get("generation", 1)) + 1
             nmeta["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
-                return _clone(old)  # no-op writes do not bump resourceVersion (as the API server)
+                return clone(old)  # no-op writes do not bump resourceVersion (as the API server)
             if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
                 self._remove(key, bucket, (ns, name))
                 return new
             self._commit(key, bucket, (ns, name), new, MODIFIED)
-            return _clone(new)
+            return clone(new)
 
     def mutate(self, key: str, namespace: str, name: str, fn: Callable[[dict], None], *,
                subresource: str = "") -> dict:
@@ -231,19 +232,18 @@ class Store:
             ns = namespace if kinds.BY_KEY[key].namespaced else ""
             old = bucket.get((ns or "", name))
             if old is None:
-                raise NotFound(f'{_plural(key)} "{name}" not found',
-                               details={"name": name, "kind": _plural(key)})
+                raise _not_found(key, name)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
                 raise Conflict(f'{_plural(key)} "{name}": precondition failed: resourceVersion')
             if propagation != "Orphan":
                 self._collect_dependants(old["metadata"]["uid"])
             if old["metadata"].get("finalizers"):
                 if not old["metadata"].get("deletionTimestamp"):
-                    new = _clone(old)
+                    new = clone(old)
                     new["metadata"]["deletionTimestamp"] = rfc3339(self.now())
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
-                    return _clone(new)
-                return _clone(old)
+                    return clone(new)
+                return clone(old)
             return self._remove(key, bucket, (ns or "", name))
 
     # -- watches and subscribers ---------------------------------------------------------------------
@@ -288,14 +288,14 @@ class Store:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         bucket[ident] = obj
-        self._publish(Event(etype, key, _clone(obj), self._rv))
+        self._publish(Event(etype, key, clone(obj), self._rv))
 
     def _remove(self, key: str, bucket: dict, ident: tuple[str, str]) -> dict:
         obj = bucket.pop(ident)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._publish(Event(DELETED, key, _clone(obj), self._rv))
-        return _clone(obj)
+        self._publish(Event(DELETED, key, clone(obj), self._rv))
+        return clone(obj)
 
     def _publish(self, ev: Event) -> None:
         self._history.append(ev)
@@ -313,14 +313,14 @@ class Store:
                     self.delete(key, ident[0], ident[1])
 
 
-def _clone(obj: object) -> object:
+def clone(obj: _T) -> _T:
     """Deep copy of a wire-format object (dicts, lists, scalars): several times faster than
     ``copy.deepcopy``, which dominates the simulator's write path; other types fall back to it."""
     t = type(obj)
     if t is dict:
-        return {k: _clone(v) for k, v in obj.items()}  # type: ignore[union-attr]
+        return {k: clone(v) for k, v in obj.items()}  # type: ignore[attr-defined, return-value]
     if t is list:
-        return [_clone(v) for v in obj]  # type: ignore[union-attr]
+        return [clone(v) for v in obj]  # type: ignore[attr-defined, return-value]
     if t in (str, int, float, bool) or obj is None:
         return obj
     return copy.deepcopy(obj)
@@ -332,6 +332,10 @@ def _spec_part(obj: dict) -> dict:
 
 def _plural(key: str) -> str:
     return key.split(".", 1)[0] if "." in key else key
+
+
+def _not_found(key: str, name: str) -> NotFound:
+    return NotFound(f'{_plural(key)} "{name}" not found', details={"name": name, "kind": _plural(key)})
 
 
 # -- selectors -----------------------------------------------------------------------------------------
@@ -355,7 +359,9 @@ class Selector:
             if not _match(op, key in labels, labels.get(key), vals):
                 return False
         for key, op, vals in self.fields:
-            value = _dotted(obj, key)
+            value = dotted(obj, key)
+            if value is None and key == "metadata.namespace":
+                value = ""  # cluster-scoped objects have namespace "" to field selectors
             if not _match(op, value is not None, "" if value is None else str(value), vals):
                 return False
         return True
@@ -413,10 +419,11 @@ def _match(op: str, present: bool, value: str | None, vals: tuple[str, ...]) -> 
     return not present or value not in vals  # notin
 
 
-def _dotted(obj: dict, path: str) -> object:
-    cur: object = obj
+def dotted(obj: object, path: str) -> Any:
+    """The value at a dotted path (``spec.selector.matchLabels``), or None where the path ends early."""
+    cur = obj
     for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return "" if path in ("metadata.namespace",) else None
-        cur = cur[part]
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
     return cur

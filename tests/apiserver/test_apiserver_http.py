@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import socket
 
 from apiserver_helpers import LWS_PATH, LWS_SAMPLE, example, http
 
@@ -135,3 +136,13 @@ def test_hostile_bodies_are_400_and_the_server_survives(server) -> None:
     )
     assert http(server, "PATCH", f"{CM_PATH}/ok", b"{}", headers={"Content-Type": "text/plain"})[0] == 415
     assert http(server, "GET", CM_PATH)[0] == 200
+
+
+def test_http09_request_gets_the_bare_body(make_server) -> None:
+    srv = make_server(token=None)  # plain HTTP: an HTTP/0.9 request line has no headers, so no TLS
+    with socket.create_connection((srv.host, srv.port), timeout=5) as conn:
+        conn.sendall(b"GET /healthz\r\n\r\n")  # Python reads a (blank) header block even here
+        data = b""
+        while chunk := conn.recv(4096):  # HTTP/0.9: the server closes after the body
+            data += chunk
+    assert data == b"ok"  # no status line, no headers: HTTP/0.9 has neither

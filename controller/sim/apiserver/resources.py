@@ -20,7 +20,7 @@ from controller.sim.apiserver import apply as ssa
 from controller.sim.apiserver.admission import admit, check_unknown, is_crd
 from controller.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
 from controller.sim.apiserver.routing import Route
-from controller.sim.store import Store, rfc3339
+from controller.sim.store import Store, dotted, rfc3339
 from controller.yamlio import MAX_DEPTH, parse_yaml_documents
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -372,12 +372,12 @@ class Resources:
     @staticmethod
     def scale_of(t: kinds.ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The autoscaling/v1 Scale view of an object, from the kind's scale paths."""
-        selector = _dotted(obj, t.scale_selector_path) if t.scale_selector_path else None
+        selector = dotted(obj, t.scale_selector_path) if t.scale_selector_path else None
         if selector is None and t is kinds.STATEFULSET:
-            labels = _dotted(obj, "spec.selector.matchLabels") or {}
+            labels = dotted(obj, "spec.selector.matchLabels") or {}
             selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         meta = obj["metadata"]
-        status: dict[str, Any] = {"replicas": int(_dotted(obj, t.scale_status_path) or 0)}
+        status: dict[str, Any] = {"replicas": int(dotted(obj, t.scale_status_path) or 0)}
         if selector:
             status["selector"] = selector
         return {
@@ -388,7 +388,7 @@ class Resources:
                 for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                 if k in meta
             },
-            "spec": {"replicas": int(_dotted(obj, t.scale_spec_path) or 0)},
+            "spec": {"replicas": int(dotted(obj, t.scale_spec_path) or 0)},
             "status": status,
         }
 
@@ -426,15 +426,6 @@ class Resources:
             main = Route(t, route.namespace, route.name, "")
             obj = self._commit(main, old, new, opts)
             return self.scale_of(t, obj)
-
-
-def _dotted(obj: Any, path: str) -> Any:
-    cur = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    return cur
 
 
 def _set_dotted(obj: dict[str, Any], path: str, value: Any) -> None:

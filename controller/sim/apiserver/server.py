@@ -12,7 +12,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +27,7 @@ from controller.sim.apiserver.resources import Resources, WriteOptions, decode_b
 from controller.sim.apiserver.routing import Route, parse_resource_path
 from controller.sim.apiserver.tls import self_signed
 from controller.sim.apiserver.watch import WatchOptions, stream_watch
-from controller.sim.httpserver import QuietThreadingHTTPServer
+from controller.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
 from controller.sim.kubeconfig import register_ca, write_kubeconfig
 from controller.sim.store import Store
 
@@ -192,14 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- responses -----------------------------------------------------------------------------------
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        # headers and body in one write (one TCP segment for small answers)
-        self._headers_buffer.append(b"\r\n" + data)  # type: ignore[attr-defined]
-        self.flush_headers()
+        send_body(self, status, data, "application/json", headers)
 
     def send_error_status(self, err: ApiError) -> None:
         headers = {}
@@ -207,17 +199,13 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Retry-After"] = str(int(err.retry_after))
         self.send_json(err.status, err.to_status(), headers)
 
-    def _body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n > 0 else b""
-
     # -- dispatch ------------------------------------------------------------------------------------
     def _serve(self, method: str) -> None:
         api = self.api
         url = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
-            raw = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            raw = read_body(self) if method in ("POST", "PUT", "PATCH", "DELETE") else b""
             if url.path in _HEALTH or url.path.startswith(tuple(f"{h}/" for h in _HEALTH)):
                 self.send_json(200, b"ok")
                 return
@@ -364,20 +352,3 @@ def _qualified(err: NotFound, route: Route) -> NotFound:
 def _manager_from_agent(agent: str | None) -> str:
     """kube-apiserver's default field manager: the User-Agent up to its first '/'."""
     return (agent or "unknown").split("/", 1)[0] or "unknown"
-
-
-def wait_ready(base_url: str, deadline_s: float = 5.0) -> None:
-    """Block until ``/healthz`` answers (or raise TimeoutError at the deadline)."""
-    import urllib.request
-
-    end = time.monotonic() + deadline_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > end:
-            raise TimeoutError(f"{base_url} not ready within {deadline_s}s")
-        time.sleep(0.05)

@@ -19,6 +19,7 @@ from controller.errors import Gone
 from controller.sim.apiserver import tables
 from controller.sim.apiserver.faults import ApiFaults
 from controller.sim.apiserver.routing import Route
+from controller.sim.httpserver import LAST_CHUNK, start_chunked, write_chunk
 
 if TYPE_CHECKING:
     from controller.sim.apiserver.server import _Handler
@@ -33,11 +34,6 @@ class WatchOptions:
     gone_as_http: bool
     bookmark_interval_s: float
     stopping: threading.Event
-
-
-def _chunk(h: _Handler, data: bytes) -> None:
-    h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-    h.wfile.flush()
 
 
 def _event_bytes(etype: str, obj: dict[str, Any]) -> bytes:
@@ -78,15 +74,11 @@ def stream_watch(h: _Handler, route: Route, q: dict[str, str], opts: WatchOption
     if gone is not None and opts.gone_as_http:
         h.send_error_status(gone)
         return
-    h.send_response(200)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Transfer-Encoding", "chunked")
-    h.send_header("Cache-Control", "no-cache, private")
-    h.end_headers()
+    start_chunked(h, "application/json", "no-cache, private")
     try:
         if gone is not None or w is None:
             body = (gone or Gone("too old resource version")).to_status()
-            _chunk(h, _event_bytes("ERROR", body))
+            write_chunk(h.wfile, _event_bytes("ERROR", body))
         else:
             _pump(h, w, route, q, opts, initial)
     except (BrokenPipeError, ConnectionResetError, OSError):
@@ -96,7 +88,7 @@ def stream_watch(h: _Handler, route: Route, q: dict[str, str], opts: WatchOption
         if w is not None:
             w.stop()
     try:
-        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.write(LAST_CHUNK)
         h.wfile.flush()
     except OSError:
         h.close_connection = True
@@ -123,7 +115,7 @@ def _pump(h: _Handler, w: Any, route: Route, q: dict[str, str], opts: WatchOptio
         if initial == 0:
             with store.lock:  # every event up to this resourceVersion is already queued
                 rv_now = str(store.resource_version)
-            _chunk(h, _bookmark(rtype, rv_now, initial_end=True))
+            write_chunk(h.wfile, _bookmark(rtype, rv_now, initial_end=True))
             initial = -1
         now = time.monotonic()
         if now >= end:
@@ -137,7 +129,7 @@ def _pump(h: _Handler, w: Any, route: Route, q: dict[str, str], opts: WatchOptio
                     ev = w.next(timeout=0)
                     rv_now = str(store.resource_version)
                 if ev is None:
-                    _chunk(h, _bookmark(rtype, rv_now))
+                    write_chunk(h.wfile, _bookmark(rtype, rv_now))
                     last_sent = time.monotonic()
                     continue
             else:
@@ -157,5 +149,5 @@ def _pump(h: _Handler, w: Any, route: Route, q: dict[str, str], opts: WatchOptio
                 tbl["columnDefinitions"] = []  # like kube-apiserver: column headers on the first event only
             headers_sent = True
             obj = tbl
-        _chunk(h, _event_bytes(ev.type, obj))
+        write_chunk(h.wfile, _event_bytes(ev.type, obj))
         last_sent = time.monotonic()

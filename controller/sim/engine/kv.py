@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 
-from controller.sim.httpserver import QuietThreadingHTTPServer
+from controller.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
 
 BLOCK_TOKENS = 16  # tokens per KV block, vLLM's default block_size
 REQUIRED_PARAMS = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
@@ -101,14 +101,8 @@ class SideChannel:
                 pass
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                status, body = channel.pull(self.rfile.read(length))
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                status, body = channel.pull(read_body(self))
+                send_body(self, status, json.dumps(body).encode(), "application/json")
 
         self.store = store
         self._broken = broken

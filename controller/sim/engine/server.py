@@ -16,7 +16,14 @@ from http.server import BaseHTTPRequestHandler
 
 from controller.sim.engine import openai_api
 from controller.sim.engine.faults import Faults
-from controller.sim.httpserver import QuietThreadingHTTPServer
+from controller.sim.httpserver import (
+    LAST_CHUNK,
+    QuietThreadingHTTPServer,
+    read_body,
+    send_body,
+    start_chunked,
+    write_chunk,
+)
 
 _HANG_MAX_S = 600.0  # a hung request ends at the latest when the engine stops or after this long
 _POST_SCOPES = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
@@ -78,8 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._guard():
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = read_body(self)
         try:
             body = json.loads(raw or b"null")
             if not isinstance(body, dict):
@@ -161,29 +167,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(body).encode(), "application/json")
 
     def _send(self, status: int, data: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_body(self, status, data, ctype)
 
     def _sse(self, events: Iterator[dict | str | None], scope: str) -> None:
         """Write SSE events with chunked transfer encoding; ``None`` from the iterator cuts the stream."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        start_chunked(self, "text/event-stream", "no-cache")
         try:
             for ev in events:
                 if ev is None:  # half-stream: the worker died mid-answer, no terminating chunk
                     self._drop()
                     return
                 payload = ev if isinstance(ev, str) else json.dumps(ev)
-                data = f"data: {payload}\n\n".encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+                write_chunk(self.wfile, f"data: {payload}\n\n".encode())
+            self.wfile.write(LAST_CHUNK)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up; nothing to answer
             self.close_connection = True
 

@@ -156,10 +156,7 @@ class Engine:
 
     def _close(self, end: float) -> None:
         for j in self.jobs.values():
-            if j.state == PENDING:
-                j.segments.append((j.pending_since, end, "pending"))
-            elif j.state == RUNNING:
-                j.segments.append((j.started, end, "run"))
+            _end_segment(j, end)
 
     # -- scenario events -------------------------------------------------------------------------------
     def _apply(self, e: ev.Event) -> None:
@@ -213,10 +210,7 @@ class Engine:
         self._enqueue(job)
 
     def _cancel(self, job: Job) -> None:
-        if job.state == RUNNING:
-            job.segments.append((job.started, self.now, "run"))
-        elif job.state == PENDING:
-            job.segments.append((job.pending_since, self.now, "pending"))
+        _end_segment(job, self.now)
         if job.state in (RUNNING, PENDING):
             self._release(job)
             job.state = DELETED
@@ -340,3 +334,11 @@ class Engine:
             self.preemption_log.append((self.now, job.name, v.name))
             self._interrupt(v)
         return True
+
+
+def _end_segment(job: Job, end: float) -> None:
+    """Close the Gantt segment a pending or running job is in at ``end`` (others have none open)."""
+    if job.state == PENDING:
+        job.segments.append((job.pending_since, end, "pending"))
+    elif job.state == RUNNING:
+        job.segments.append((job.started, end, "run"))

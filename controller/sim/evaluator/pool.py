@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from controller.sim.freelevels import FreeLevels
+
 OrderLevels = Callable[[Iterable[int], int], list[int]]
 
 
@@ -27,7 +29,7 @@ class GpuPool:
     def __init__(self) -> None:
         self.total: dict[str, int] = {}
         self.used: dict[str, int] = {}
-        self._buckets: dict[int, dict[str, None]] = {}  # free GPUs -> insertion-ordered node names
+        self._levels = FreeLevels()
         self.total_gpus = 0
         self.used_gpus = 0
         self.stranded = 0  # free GPUs on nodes that are partially used
@@ -40,7 +42,7 @@ class GpuPool:
         if name in self.total:
             return False
         self.total[name], self.used[name] = gpus, 0
-        self._buckets.setdefault(gpus, {})[name] = None
+        self._levels.add(name, gpus)
         self.total_gpus += gpus
         return True
 
@@ -50,10 +52,7 @@ class GpuPool:
             return False
         if self.used[name]:
             self._change(name, -self.used[name])
-        bucket = self._buckets[self.total[name]]
-        del bucket[name]
-        if not bucket:
-            del self._buckets[self.total[name]]
+        self._levels.remove(name, self.total[name])
         self.total_gpus -= self.total.pop(name)
         del self.used[name]
         return True
@@ -72,11 +71,9 @@ class GpuPool:
         self.used[name] += delta
         self.used_gpus += delta
         self.stranded += self._stranded_on(name)
-        bucket = self._buckets[before]
-        del bucket[name]
-        if not bucket:
-            del self._buckets[before]  # keeps the level list short: only non-empty levels exist
-        self._buckets.setdefault(before - delta, {})[name] = None
+        # remove and add even when delta is 0: the node goes to the end of its level, as it always has
+        self._levels.remove(name, before)
+        self._levels.add(name, before - delta)
 
     def allocate(self, name: str, gpus: int) -> None:
         self._change(name, gpus)
@@ -88,8 +85,8 @@ class GpuPool:
     # -- placement -------------------------------------------------------------------------------------
     def pick(self, gpus: int, order: OrderLevels) -> str | None:
         """The best node for one ``gpus``-GPU pod under the policy's node order, or None."""
-        for level in order([f for f in self._buckets if f >= gpus], gpus):
-            return next(iter(self._buckets[level]))
+        for level in order(self._levels.at_least(gpus), gpus):
+            return self._levels.first(level)
         return None
 
     def place(self, pods: int, gpus: int, order: OrderLevels, *, gang: bool) -> list[str]:
@@ -112,7 +109,7 @@ class GpuPool:
         """How many ``gpus``-GPU pods fit now, or if ``extra`` GPUs were freed on the named nodes."""
         if gpus == 0:
             return 1 << 30
-        n = sum(len(b) * (f // gpus) for f, b in self._buckets.items() if f >= gpus)
+        n = sum(count * (f // gpus) for f, count in self._levels.sizes() if f >= gpus)
         for name, more in (extra or {}).items():
             if name in self.total:
                 f = self.free(name)
