@@ -49,20 +49,24 @@ class ClusterClock:
 
     ``fetch`` returns the clock document. It is read again at most every ``resync_s`` wall seconds
     (each read is one API request, so not on every ``now()``); between reads the virtual time is
-    extrapolated at the reported speed.
+    extrapolated at the reported speed. ``first``: a document just read, used instead of a fetch.
     """
 
-    def __init__(self, fetch: Callable[[], dict], resync_s: float = 0.5) -> None:
+    def __init__(self, fetch: Callable[[], dict], resync_s: float = 0.5, *,
+                 first: dict | None = None) -> None:
         self._fetch = fetch
         self._resync = resync_s
         self._lock = threading.Lock()
         self._base_virtual = 0.0
         self._base_wall = -1e9
         self._speed = 1.0
-        self.now()
+        if first is None:
+            self.now()
+        else:
+            self._sync(first)
 
-    def _sync(self) -> None:
-        doc = self._fetch()
+    def _sync(self, doc: dict | None = None) -> None:
+        doc = self._fetch() if doc is None else doc
         self._base_virtual = float(doc["now"])
         self._speed = max(1e-6, float(doc.get("speed") or 1.0))
         self._base_wall = time.monotonic()

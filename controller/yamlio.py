@@ -18,6 +18,10 @@ MAX_DEPTH = 64
 MAX_NODES = 2_000_000  # counted with aliases expanded: a "billion laughs" document trips this
 
 
+def _too_large(source: str) -> InvalidInput:
+    return InvalidInput(f"file larger than {MAX_BYTES // (1024 * 1024)} MiB", source=source)
+
+
 def _check(doc: Any, source: str) -> None:
     budget = [MAX_NODES]
 
@@ -42,7 +46,7 @@ def parse_yaml_documents(text: str | bytes, source: str = "<input>") -> list[Any
     """All documents of a YAML stream (empty documents dropped)."""
     if isinstance(text, bytes):
         if len(text) > MAX_BYTES:
-            raise InvalidInput(f"file larger than {MAX_BYTES // (1024 * 1024)} MiB", source=source)
+            raise _too_large(source)
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -64,8 +68,8 @@ def parse_yaml_documents(text: str | bytes, source: str = "<input>") -> list[Any
 def load_yaml_documents(path: Path) -> list[Any]:
     """Read a YAML file; a missing or unreadable file is InvalidInput naming it."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InvalidInput(f"file larger than {MAX_BYTES // (1024 * 1024)} MiB", source=str(path))
+        if path.stat().st_size > MAX_BYTES:  # refuse before reading it into memory
+            raise _too_large(str(path))
         data = path.read_bytes()
     except FileNotFoundError:
         raise InvalidInput("no such file", source=str(path)) from None

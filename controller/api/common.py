@@ -9,6 +9,7 @@ converting it would break the lossless round trip.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +71,27 @@ class Condition(ApiModel):
     last_transition_time: str | None = Field(None, description="RFC 3339 time of the last status flip.")
     observed_generation: int | None = Field(
         None, description="metadata.generation the condition was computed for.")
+
+
+def as_int(v: Any) -> int | None:
+    """``v`` when it is an int (a bool is not), else None: for rules that skip wrongly typed values."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def as_dict(v: Any) -> dict[str, Any]:
+    """``v`` when it is a mapping, else {}: walks malformed manifests without type errors."""
+    return v if isinstance(v, dict) else {}
+
+
+def field_path(parts: Iterable[str | int]) -> str:
+    """``("spec", "roles", 0, "name")`` -> ``spec.roles[0].name``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
 
 
 def parse_percent(value: str) -> int | None:

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from controller.api.crd import crd_for_object
-from controller.api.labels import LWS_API_VERSION, LWS_KIND
+from controller.api.labels import LWS_KIND
 
 
 def apply_structural_defaults(value: Any, schema: dict[str, Any]) -> None:
@@ -68,7 +68,6 @@ def default_object(obj: dict[str, Any]) -> dict[str, Any]:
     if crd is None:
         return out
     apply_structural_defaults(out, crd.schema)
-    if out.get("apiVersion") == LWS_API_VERSION and out.get("kind") == LWS_KIND \
-            and isinstance(out.get("spec"), dict):
+    if crd.kind == LWS_KIND and isinstance(out.get("spec"), dict):
         apply_lws_webhook_defaults(out["spec"])
     return out

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api.labels import EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY
-from controller.api.lws_webhook import as_dict, as_int, dns1035_errors, resolve_budget, spec_errors
+from controller.api.lws_webhook import (
+    RUC_PATH,
+    as_dict,
+    as_int,
+    budget_stalls,
+    dns1035_errors,
+    ruc_of,
+    spec_errors,
+)
 from controller.errors import FieldError
 
 # <ds>-<slice>-<rev8>-<role>-prv must be a DNS-1035 label: 3 dashes, 8 hash characters, "-prv"
@@ -72,19 +80,16 @@ def _role_errors(role: dict[str, Any], path: str, ds_name: Any, slices: int,
         return out
     spec_path = f"{path}.spec"
     out.extend(spec_errors(spec, spec_path, in_ds=True))
-    ruc = as_dict(as_dict(spec.get("rolloutStrategy")).get("rollingUpdateConfiguration"))
-    ruc_path = f"{spec_path}.rolloutStrategy.rollingUpdateConfiguration"
+    ruc = ruc_of(spec)
+    ruc_path = f"{spec_path}.{RUC_PATH}"
     partition = as_int(ruc.get("partition"))
     if partition:
         out.append(FieldError(f"{ruc_path}.partition",
                               f"Invalid value: {partition}: partition is not supported in a "
                               "DisaggregatedSet role (must be unset or 0)"))
     replicas = as_int(spec.get("replicas"))
-    if ruc and replicas:
-        surge = resolve_budget(ruc, "maxSurge", replicas, round_up=True, default=0)
-        unavailable = resolve_budget(ruc, "maxUnavailable", replicas, round_up=False, default=1)
-        if surge == 0 and unavailable == 0:
-            out.append(FieldError(f"{ruc_path}.maxUnavailable",
-                                  "Invalid value: 0: maxSurge and maxUnavailable must not both be 0 when "
-                                  "the role's replicas > 0"))
+    if ruc and replicas and budget_stalls(ruc, replicas):
+        out.append(FieldError(f"{ruc_path}.maxUnavailable",
+                              "Invalid value: 0: maxSurge and maxUnavailable must not both be 0 when "
+                              "the role's replicas > 0"))
     return out

@@ -10,21 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from controller.api.common import parse_percent, resolve_int_or_percent
+from controller.api.common import as_dict, as_int, parse_percent, resolve_int_or_percent
 from controller.api.labels import SUBGROUP_EXCLUSIVE_TOPOLOGY
 from controller.errors import FieldError
 
 MAX_INT32 = 2**31 - 1
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
-_RUC = "rolloutStrategy.rollingUpdateConfiguration"
-
-
-def as_int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def as_dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
+RUC_PATH = "rolloutStrategy.rollingUpdateConfiguration"  # under a spec
 
 
 def dns1035_errors(name: Any, path: str) -> list[FieldError]:
@@ -73,6 +65,18 @@ def resolve_budget(ruc: dict[str, Any], key: str, replicas: int, *, round_up: bo
         return None
 
 
+def ruc_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec's ``rolloutStrategy.rollingUpdateConfiguration`` ({} when absent or malformed)."""
+    return as_dict(as_dict(spec.get("rolloutStrategy")).get("rollingUpdateConfiguration"))
+
+
+def budget_stalls(ruc: dict[str, Any], replicas: int) -> bool:
+    """maxSurge and maxUnavailable both resolve to 0 groups: the rolling update could never move."""
+    surge = resolve_budget(ruc, "maxSurge", replicas, round_up=True, default=0)
+    unavailable = resolve_budget(ruc, "maxUnavailable", replicas, round_up=False, default=1)
+    return surge == 0 and unavailable == 0
+
+
 def spec_errors(spec: dict[str, Any], path: str, *, in_ds: bool = False) -> list[FieldError]:
     """Rules on one LeaderWorkerSetSpec (an LWS ``spec`` or a DS ``roles[i].spec``)."""
     out: list[FieldError] = []
@@ -87,20 +91,18 @@ def spec_errors(spec: dict[str, Any], path: str, *, in_ds: bool = False) -> list
         out.append(FieldError(f"{path}.replicas", f"Invalid value: {replicas}: the product of replicas and "
                                                   f"size ({replicas * size}) must not exceed {MAX_INT32}"))
 
-    ruc = as_dict(as_dict(spec.get("rolloutStrategy")).get("rollingUpdateConfiguration"))
-    ruc_path = f"{path}.{_RUC}"
+    ruc = ruc_of(spec)
+    ruc_path = f"{path}.{RUC_PATH}"
     partition = as_int(ruc.get("partition"))
     if partition is not None and partition < 0:
         out.append(FieldError(f"{ruc_path}.partition",
                               f"Invalid value: {partition}: must be greater than or equal to 0"))
     for key in ("maxUnavailable", "maxSurge"):
         out.extend(int_or_percent_errors(ruc.get(key), f"{ruc_path}.{key}"))
-    if ruc and not in_ds and replicas:  # the DS webhook has its own, per-role form of this rule
-        surge = resolve_budget(ruc, "maxSurge", replicas, round_up=True, default=0)
-        unavailable = resolve_budget(ruc, "maxUnavailable", replicas, round_up=False, default=1)
-        if surge == 0 and unavailable == 0:
-            out.append(FieldError(f"{ruc_path}.maxUnavailable",
-                                  "Invalid value: 0: must not be 0 when maxSurge is 0"))
+    # the DS webhook has its own, per-role form of this rule
+    if ruc and not in_ds and replicas and budget_stalls(ruc, replicas):
+        out.append(FieldError(f"{ruc_path}.maxUnavailable",
+                              "Invalid value: 0: must not be 0 when maxSurge is 0"))
 
     out.extend(_subgroup_errors(lwt, lwt_path, size))
     out.extend(_v1_extension_errors(spec, lwt, path))

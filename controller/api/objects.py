@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from controller.api.common import field_path
 from controller.api.ds import DisaggregatedSet
 from controller.api.labels import DS_API_VERSION, DS_KIND, LWS_API_VERSION, LWS_KIND
 from controller.api.lws import LeaderWorkerSet
@@ -41,13 +42,6 @@ def container_images(obj: dict[str, Any]) -> list[str]:
     return out
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def parse(obj: dict[str, Any]) -> ApiObject:
     """The typed model of an LWS or DS manifest; InvalidInput naming the field otherwise.
 
@@ -64,4 +58,4 @@ def parse(obj: dict[str, Any]) -> ApiObject:
         return model.model_validate(obj)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise InvalidInput(err["msg"], field=_loc(tuple(err["loc"]))) from None
+        raise InvalidInput(err["msg"], field=field_path(err["loc"])) from None

@@ -13,17 +13,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
 import jsonschema
 
+from controller.api.common import as_dict, field_path
 from controller.api.crd import crd_info
 from controller.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
+
+# embedded core types (pod / PVC templates): no CEL inside, and the bulk of the schema
+CORE_TEMPLATE_FIELDS = ("leaderTemplate", "workerTemplate", "volumeClaimTemplates")
 
 # metadata is ObjectMeta, validated by the API server itself rather than by the CRD schema
 OBJECT_META_FIELDS = frozenset({
@@ -65,17 +69,6 @@ _Validator = jsonschema.validators.extend(jsonschema.Draft4Validator, {"pattern"
 def validator(plural: str) -> jsonschema.Draft4Validator:
     """The compiled (cached) validator of a packaged CRD's schema."""
     return _Validator(crd_info(plural).schema, format_checker=_format_checker())
-
-
-def field_path(parts: Iterable[str | int]) -> str:
-    """``("spec", "roles", 0, "name")`` -> ``spec.roles[0].name``."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
 
 
 def _short(value: Any) -> str:
@@ -129,13 +122,10 @@ def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
 # -- CEL (x-kubernetes-validations), by hand -------------------------------------------------------
 
 def _ds_replicas_all_zero_or_all_positive(spec: dict[str, Any]) -> bool:
-    def d(v: Any) -> dict[str, Any]:
-        return v if isinstance(v, dict) else {}
-
     raw = spec.get("roles")
     roles = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
-    static = [r for r in roles if d(r.get("scaling")).get("mode") != "External"]
-    reps = [d(r.get("spec")).get("replicas") for r in static]
+    static = [r for r in roles if as_dict(r.get("scaling")).get("mode") != "External"]
+    reps = [as_dict(r.get("spec")).get("replicas") for r in static]
     all_zero = all(x is None or x == 0 for x in reps)
     all_pos = all(isinstance(x, int) and x > 0 for x in reps)
     return all_zero or all_pos
@@ -153,7 +143,7 @@ def _cel_sites(schema: dict[str, Any], parts: tuple[str, ...] = ()) -> Iterator[
     for rule in schema.get("x-kubernetes-validations") or []:
         yield parts, rule
     for key, prop in (schema.get("properties") or {}).items():
-        if key in ("leaderTemplate", "workerTemplate", "volumeClaimTemplates"):
+        if key in CORE_TEMPLATE_FIELDS:
             continue  # core types: no CEL inside, and walking them is the bulk of the schema
         yield from _cel_sites(prop, (*parts, key))
 

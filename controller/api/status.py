@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.api.common import as_dict as _d
 from controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
-
-
-def _d(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def _n(v: Any, default: int = 0) -> int:
@@ -50,6 +47,11 @@ def observed_current(obj: dict[str, Any]) -> bool:
     """``status.observedGeneration == metadata.generation`` (both present)."""
     g = generation(obj)
     return g is not None and _d(obj.get("status")).get("observedGeneration") == g
+
+
+def _generation_mismatch(obj: dict[str, Any]) -> str:
+    return (f"observedGeneration {_d(obj.get('status')).get('observedGeneration')} != "
+            f"generation {generation(obj)}")
 
 
 def _spec_replicas(spec: dict[str, Any]) -> int:
@@ -112,8 +114,7 @@ def explain_lws(obj: dict[str, Any], partition: int | None = None) -> str:
     if spec_partition(obj) != p:
         problems.append(f"spec partition {spec_partition(obj)} != stage partition {p}")
     if not observed_current(obj):
-        problems.append(f"observedGeneration {_d(obj.get('status')).get('observedGeneration')} != "
-                        f"generation {generation(obj)}")
+        problems.append(_generation_mismatch(obj))
     surge = max(0, replicas - want)
     want_updated = want if p == 0 else max(0, want - p) + surge
     if p == 0 and replicas != want:
@@ -145,6 +146,27 @@ def _role_statuses(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in _list(_d(obj.get("status")).get("roleStatuses"))}
 
 
+def _role_counts(st: dict[str, Any]) -> tuple[int, int, int]:
+    """(replicas, readyReplicas, updatedReplicas) of one roleStatus."""
+    return _n(st.get("replicas")), _n(st.get("readyReplicas")), _n(st.get("updatedReplicas"))
+
+
+def _ds_desired(obj: dict[str, Any], external_replicas: dict[str, int] | None) -> dict[str, int | None]:
+    """Per spec role, the groups it should have: spec.replicas (default 1), or for an External role
+    its scaler's replicas from ``external_replicas`` (None when not given), times ``slices``."""
+    spec = _d(obj.get("spec"))
+    slices = _n(spec.get("slices"), 1)
+    out: dict[str, int | None] = {}
+    for role in _list(spec.get("roles")):
+        name = role["name"]
+        if _d(role.get("scaling")).get("mode") == "External":
+            desired = (external_replicas or {}).get(name)
+        else:
+            desired = _spec_replicas(_d(role.get("spec")))
+        out[name] = None if desired is None else desired * slices
+    return out
+
+
 def ds_roles_ready(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> dict[str, bool]:
     """Per spec role: desired*slices == replicas == readyReplicas == updatedReplicas in roleStatuses.
 
@@ -152,20 +174,11 @@ def ds_roles_ready(obj: dict[str, Any], external_replicas: dict[str, int] | None
     spec.replicas, passed in ``external_replicas`` (without it an External role is never ready,
     as upstream treats one without a scaler).
     """
-    spec = _d(obj.get("spec"))
-    slices = _n(spec.get("slices"), 1)
     by_name = _role_statuses(obj)
     out: dict[str, bool] = {}
-    for role in _list(spec.get("roles")):
-        name = role["name"]
-        if _d(role.get("scaling")).get("mode") == "External":
-            desired = (external_replicas or {}).get(name)
-        else:
-            desired = _spec_replicas(_d(role.get("spec")))
+    for name, want in _ds_desired(obj, external_replicas).items():
         st = by_name.get(name)
-        out[name] = desired is not None and st is not None and (
-            desired * slices == _n(st.get("replicas")) == _n(st.get("readyReplicas"))
-            == _n(st.get("updatedReplicas")))
+        out[name] = want is not None and st is not None and _role_counts(st) == (want, want, want)
     return out
 
 
@@ -180,23 +193,17 @@ def explain_ds(obj: dict[str, Any], external_replicas: dict[str, int] | None = N
     """One line naming the roles whose counts differ, or "done"."""
     problems: list[str] = []
     if not observed_current(obj):
-        problems.append(f"observedGeneration {_d(obj.get('status')).get('observedGeneration')} != "
-                        f"generation {generation(obj)}")
+        problems.append(_generation_mismatch(obj))
     by_name = _role_statuses(obj)
-    spec = _d(obj.get("spec"))
-    slices = _n(spec.get("slices"), 1)
-    desired = {r.get("name"): (external_replicas or {}).get(r.get("name"))
-               if _d(r.get("scaling")).get("mode") == "External" else _spec_replicas(_d(r.get("spec")))
-               for r in _list(spec.get("roles"))}
+    desired = _ds_desired(obj, external_replicas)
     for name, ok in ds_roles_ready(obj, external_replicas).items():
         if ok:
             continue
         st = by_name.get(name)
-        want = "unknown (External role without scaler replicas)" if desired.get(name) is None \
-            else str(desired[name] * slices)
+        d = desired.get(name)
+        want = "unknown (External role without scaler replicas)" if d is None else str(d)
         problems.append(f"role {name}: " + ("no roleStatus" if st is None else
-                        f"replicas/ready/updated {_n(st.get('replicas'))}/{_n(st.get('readyReplicas'))}/"
-                        f"{_n(st.get('updatedReplicas'))} (want {want})"))
+                        f"replicas/ready/updated {'/'.join(map(str, _role_counts(st)))} (want {want})"))
     if not condition_true(obj, COND_AVAILABLE, current=True):
         problems.append("Available not True for this generation")
     return "; ".join(problems) if problems else "done"

@@ -14,18 +14,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from controller.api.crd import crd_for_object, crd_info
+from controller.api.crd import crd_for_object
 from controller.api.defaults import default_object
 from controller.api.ds_webhook import ds_errors
 from controller.api.labels import DS_KIND, LWS_KIND
 from controller.api.lws_webhook import as_dict, lws_errors
-from controller.api.schema_check import schema_errors, structural_walk
+from controller.api.schema_check import CORE_TEMPLATE_FIELDS, schema_errors, structural_walk
 from controller.errors import FieldError
 
 # LWS v1.0 fields the pinned CRD does not define: the typed API accepts them, so they are not unknown
 _V1_EXTENSIONS = re.compile(
-    r"^spec(\.roles\[\d+\]\.spec)?\.(groupIdentity|leaderWorkerTemplate\.(maxGroupRestarts|restartBackoff))$")
-_TEMPLATES = re.compile(r"\.(leaderTemplate|workerTemplate|volumeClaimTemplates)\b")
+    r"^spec(\.roles\[\d+\]\.spec)?\.(groupIdentity|leaderWorkerTemplate\.(maxGroupRestarts|restartBackoff))\Z")
+_TEMPLATES = re.compile(rf"\.({'|'.join(CORE_TEMPLATE_FIELDS)})\b")
 
 
 def _kind_error(obj: Any) -> list[FieldError] | None:
@@ -112,11 +112,3 @@ def unknown_fields(obj: dict[str, Any], *, include_templates: bool = True) -> li
         out = [p for p in out if not _TEMPLATES.search(p)]
     return out
 
-
-def warm_up() -> None:
-    """Load and compile the packaged schemas now (servers call this at start-up)."""
-    from controller.api.schema_check import validator
-
-    for plural in ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers"):
-        crd_info(plural)
-        validator(plural)

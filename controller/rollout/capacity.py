@@ -179,8 +179,9 @@ def _groups(pods: list[dict], match: dict[str, str]) -> dict[tuple[str, int], Us
     return out
 
 
-def _old_gpus(groups: list[Usage], fallback: int) -> int:
-    return max((sum(u.values()) for u in groups), default=fallback)
+def _old_gpus(groups: list[Usage], new_specs: list[dict]) -> int:
+    """GPUs per old group: the largest running one, else (none running) a new group's."""
+    return max((sum(u.values()) for u in groups), default=sum(_gpu(s) for s in new_specs))
 
 
 def _in(pods: list[dict], namespace: str | None) -> list[dict]:
@@ -202,15 +203,14 @@ def lws_plan(lws: dict, pods: list[dict], budget: Budget | None = None,
     old = [groups[k] for k in sorted(groups, key=lambda k: -k[1]) if k[1] < r]  # highest first
     surge = [groups[k] for k in sorted(groups) if k[1] >= r]
     specs = group_pod_specs(lws)
-    return Plan("", specs, r, b, old, _old_gpus(old, sum(_gpu(s) for s in specs)), surge)
+    return Plan("", specs, r, b, old, _old_gpus(old, specs), surge)
 
 
 def role_budget(role: dict) -> Budget:
     """A DS role's budget: its rollingUpdateConfiguration, else the DS planner's maxSurge 1 /
     maxUnavailable 0 (lws-semantics §f); percentages resolve against the role's replicas."""
-    rspec = role.get("spec") or {}
-    r = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
-    ruc = (rspec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
+    r = gate.replicas(role)
+    ruc = ((role.get("spec") or {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
     if not ruc:
         return Budget(1, 0)
     return Budget(resolve_int_or_percent(ruc.get("maxSurge"), r, round_up=True, default=0),
@@ -237,7 +237,7 @@ def ds_plans(ds: dict, pods: list[dict], budgets: dict[str, Budget] | None = Non
         specs = group_pod_specs(role)
         plans.append(Plan(name, specs, targets[name],
                           Budget(b.max_surge * slices, b.max_unavailable * slices), old,
-                          _old_gpus(old, sum(_gpu(s) for s in specs)), ds=True))
+                          _old_gpus(old, specs), ds=True))
     return plans
 
 
@@ -380,12 +380,17 @@ def choose_ds_budgets(ds: dict, nodes: list[dict], pods: list[dict], namespace: 
     return (budgets, rep) if rep.fits else None
 
 
+def _write_budget(spec_owner: dict, budget: Budget) -> None:
+    """Set ``budget`` in ``spec.rolloutStrategy.rollingUpdateConfiguration`` of an LWS or a DS role."""
+    ruc = spec_owner.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"}) \
+        .setdefault("rollingUpdateConfiguration", {})
+    ruc["maxSurge"], ruc["maxUnavailable"] = budget.max_surge, budget.max_unavailable
+
+
 def with_budget(lws: dict, budget: Budget) -> dict:
     """``lws`` with ``budget`` in its rollingUpdateConfiguration."""
     out = copy.deepcopy(lws)
-    ruc = out.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"}) \
-        .setdefault("rollingUpdateConfiguration", {})
-    ruc["maxSurge"], ruc["maxUnavailable"] = budget.max_surge, budget.max_unavailable
+    _write_budget(out, budget)
     return out
 
 
@@ -395,7 +400,5 @@ def ds_with_budgets(ds: dict, budgets: dict[str, Budget]) -> dict:
     for role in out.get("spec", {}).get("roles") or []:
         b = budgets.get(role["name"])
         if b is not None:
-            rs = role.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"})
-            ruc = rs.setdefault("rollingUpdateConfiguration", {})
-            ruc["maxSurge"], ruc["maxUnavailable"] = b.max_surge, b.max_unavailable
+            _write_budget(role, b)
     return out

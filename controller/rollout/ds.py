@@ -39,8 +39,7 @@ class DsRollout(LwsRollout):
         return gate.ds_gate(obj)
 
     def _ready(self, obj: dict) -> int | None:
-        st = obj.get("status") or {}
-        if int(st.get("observedGeneration") or 0) != int(obj["metadata"].get("generation") or 0):
+        if not gate.status_current(obj):
             return None
         return sum(gate.ds_role_ready_groups(obj).values())
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from controller.api import labels as L
 from controller.clock import Clock
-from controller.errors import Conflict, InvalidInput, NotFound
+from controller.errors import Conflict
 from controller.kube import watch as kwatch
 from controller.kube.client import Kube
 from controller.kube.events import EventRecorder
@@ -47,8 +47,7 @@ log = logging.getLogger("lwsflow.rollout")
 _PENDING = object()  # an observation that decides nothing yet
 
 __all__ = ["ABORTED", "FAILED", "PAUSED", "ROLLED_BACK", "SUCCEEDED", "Interrupted", "LwsRollout",
-           "Outcome", "RolloutOptions", "load_target"]
-
+           "Outcome", "RolloutOptions", "finish"]
 
 
 @dataclass
@@ -178,7 +177,7 @@ class LwsRollout(RollbackSteps):
     def _start(self) -> None:
         obj = self.obj
         cur_template = state.template_of(obj)
-        replicas = gate.replicas(self.manifest) if self.manifest else gate.replicas(obj)
+        replicas = gate.replicas(self.manifest or obj)
         targets = self.opts.targets or (resolve_stages(self.opts.stages, replicas) if self.partitioned
                                         else [1])
         now = self.clock.now()
@@ -231,9 +230,10 @@ class LwsRollout(RollbackSteps):
 
     # -- stages ------------------------------------------------------------------------------------
     def _set_partition(self, st: state.RolloutState, k: int, partition: int) -> None:
+        now = state.iso(self.clock.now())
         patch = deep_merge({"metadata": {"annotations": state.RolloutState(
-            stage_started=state.iso(self.clock.now()), updated=state.iso(self.clock.now())).annotations(
-                ("stage_started", "updated"))}}, partition_patch(partition))
+            stage_started=now, updated=now).annotations(("stage_started", "updated"))}},
+            partition_patch(partition))
         self._write(patch)
         self.report.partitions_written.append(partition)
         rec = self._record(st, k)
@@ -346,7 +346,7 @@ class LwsRollout(RollbackSteps):
         dip below the floor is caught even when the object stays quiet.
         """
         floor = gate.floor(self.obj)
-        self.report.floor = floor if self.report.floor is None else min(self.report.floor, floor)
+        self.report.see_floor(floor)
         self._below_since: float | None = None
         while True:
             wake = until
@@ -359,9 +359,8 @@ class LwsRollout(RollbackSteps):
                 if self._below_since is not None and wake >= until:
                     break  # a dip just began: reopen the watch with the guard's due time
             now = self.clock.now()
-            if self._below_since is not None and now - self._below_since > self.opts.floor_grace_s:
-                raise StageFailed(f"stage {k + 1}: ready groups below the floor {floor} for "
-                                  f"{now - self._below_since:.0f}s")
+            if (dip := self._dip_past_grace(now)) is not None:
+                raise StageFailed(f"stage {k + 1}: ready groups below the floor {floor} for {dip:.0f}s")
             if now >= until:
                 return now if bake else None
 
@@ -382,9 +381,9 @@ class LwsRollout(RollbackSteps):
                 self._below_since = now
             # checked on every observation, the recovering one included: a dip that lasted longer
             # than the grace trips the guard even if it ended before we looked again
-            if self._below_since is not None and now - self._below_since > self.opts.floor_grace_s:
+            if (dip := self._dip_past_grace(now)) is not None:
                 raise StageFailed(f"stage {k + 1}: ready groups below the floor {floor} for "
-                                  f"{now - self._below_since:.0f}s (min {rec.min_ready_groups})")
+                                  f"{dip:.0f}s (min {rec.min_ready_groups})")
             if ready >= floor:
                 self._below_since = None
         g = self._gate(obj, st.targets[k])
@@ -403,6 +402,12 @@ class LwsRollout(RollbackSteps):
             return now
         return None if now >= until else _PENDING
 
+    def _dip_past_grace(self, now: float) -> float | None:
+        """The floor guard: how long ready groups have been below the floor, once past the grace."""
+        if self._below_since is None or now - self._below_since <= self.opts.floor_grace_s:
+            return None
+        return now - self._below_since
+
     def _follow(self, until: float) -> Iterator[dict]:
         # a little wall slack; callers loop until the cluster clock says the time has come
         budget = self.clock.wall(max(0.0, until - self.clock.now())) + 0.05
@@ -413,8 +418,7 @@ class LwsRollout(RollbackSteps):
 
     def _ready(self, obj: dict) -> int | None:
         """Ready groups for the floor and the report; None while the status is not current."""
-        c = gate.counters(obj)
-        return c["readyReplicas"] if c["observedGeneration"] == c["generation"] else None
+        return gate.counters(obj)["readyReplicas"] if gate.status_current(obj) else None
 
     def _revision_skew(self) -> str:
         """Groups whose pods are all Ready but whose workers run another revision than the leader."""
@@ -490,16 +494,11 @@ class LwsRollout(RollbackSteps):
         self.on_step(f"{self.role + ':' if self.role else ''}{name}")
 
     def _finish(self, out: Outcome) -> Outcome:
-        r = out.report
-        r.result, r.message, r.ended = out.result, out.message, self.clock.now()
-        r.api_requests, r.api_retries = self.kube.total_requests, self.kube.retries
-        r.events = list(self.events.recorded)
-        return out
+        return finish(out, self.clock, self.kube, self.events)
 
 
-def load_target(kube: Kube, namespace: str, name: str) -> dict:
-    """The LWS, or InvalidInput naming it when it does not exist."""
-    try:
-        return kube.get(LWS, namespace, name)
-    except NotFound:
-        raise InvalidInput(f"leaderworkerset {namespace}/{name} not found", field="target") from None
+def finish(out: Outcome, clock: Clock, kube: Kube, events: EventRecorder) -> Outcome:
+    """``out`` with its report closed: the end time, the API requests and the events recorded."""
+    out.report.close(out.result, out.message, clock.now(), api_requests=kube.total_requests,
+                     api_retries=kube.retries, events=events.recorded)
+    return out

@@ -32,13 +32,6 @@ class GateResult:
         return [k for k, ok in self.checks.items() if not ok]
 
 
-def _cond(obj: dict, ctype: str) -> dict | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
 def _ruc(obj: dict) -> dict:
     return ((obj.get("spec") or {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
 
@@ -71,30 +64,38 @@ def floor(obj: dict) -> int:
     return max(0, replicas(obj) - max_unavailable(obj))
 
 
+def _generation(obj: dict) -> int:
+    return int((obj.get("metadata") or {}).get("generation") or 0)
+
+
+def _observed_generation(obj: dict) -> int:
+    return int((obj.get("status") or {}).get("observedGeneration") or 0)
+
+
 def counters(obj: dict) -> dict[str, int]:
     """The numbers the gate reads, in one dict (reports and events print it)."""
     st = obj.get("status") or {}
     r = replicas(obj)
     sreplicas = int(st.get("replicas") or 0)
+    updated = int(st.get("updatedReplicas") or 0)
     surge = max(0, sreplicas - r)
     return {
-        "generation": int((obj.get("metadata") or {}).get("generation") or 0),
-        "observedGeneration": int(st.get("observedGeneration") or 0),
+        "generation": _generation(obj),
+        "observedGeneration": _observed_generation(obj),
         "specReplicas": r,
         "replicas": sreplicas,
         "readyReplicas": int(st.get("readyReplicas") or 0),
-        "updatedReplicas": int(st.get("updatedReplicas") or 0),
+        "updatedReplicas": updated,
         "surge": surge,
         # updatedReplicas counts surge groups (they are created on the new template): take them out
-        "updatedNonSurge": max(0, int(st.get("updatedReplicas") or 0) - surge),
+        "updatedNonSurge": max(0, updated - surge),
         "partition": partition(obj),
     }
 
 
 def status_current(obj: dict) -> bool:
-    """The status was computed for the current generation."""
-    c = counters(obj)
-    return c["observedGeneration"] == c["generation"]
+    """The status (of an LWS or a DS) was computed for the current generation."""
+    return _observed_generation(obj) == _generation(obj)
 
 
 def pod_ready(pod: dict) -> bool:
@@ -107,8 +108,8 @@ def lws_stage_gate(obj: dict, target_groups: int) -> GateResult:
     """Gate for a stage that must have ``target_groups`` highest-ordinal groups updated and ready."""
     c = counters(obj)
     gen = c["generation"]
-    avail = _cond(obj, L.COND_AVAILABLE)
-    uip = _cond(obj, L.COND_UPDATE_IN_PROGRESS)
+    avail = apistatus.get_condition(obj, L.COND_AVAILABLE)
+    uip = apistatus.get_condition(obj, L.COND_UPDATE_IN_PROGRESS)
     avail_gen = avail.get("observedGeneration") if avail else None
     final = target_groups >= c["specReplicas"]
     checks = {
@@ -143,18 +144,14 @@ def ds_role_targets(obj: dict) -> dict[str, int]:
     slices = int(spec.get("slices") or 1)
     out: dict[str, int] = {}
     for role in spec.get("roles") or []:
-        rspec = role.get("spec") or {}
-        r = rspec.get("replicas")
-        out[role["name"]] = (1 if r is None else int(r)) * slices
+        out[role["name"]] = replicas(role) * slices  # a role's spec.replicas has the same default
     return out
 
 
 def ds_gate(obj: dict) -> GateResult:
     """DS gate: per role ``desired == replicas == readyReplicas == updatedReplicas`` (§f), Available."""
-    st = obj.get("status") or {}
-    gen = int((obj.get("metadata") or {}).get("generation") or 0)
-    roles = {r.get("name"): r for r in st.get("roleStatuses") or []}
-    checks: dict[str, bool] = {"observedGeneration": int(st.get("observedGeneration") or 0) == gen}
+    roles = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
+    checks: dict[str, bool] = {"observedGeneration": status_current(obj)}
     parts = []
     for name, desired in ds_role_targets(obj).items():
         rs = roles.get(name) or {}
@@ -162,7 +159,7 @@ def ds_gate(obj: dict) -> GateResult:
                int(rs.get("updatedReplicas") or 0))
         checks[f"role:{name}"] = got == (desired, desired, desired)
         parts.append(f"{name}={got[0]}/{got[1]}/{got[2]} of {desired}")
-    avail = _cond(obj, L.COND_AVAILABLE)
+    avail = apistatus.get_condition(obj, L.COND_AVAILABLE)
     checks["available"] = bool(avail and avail.get("status") == "True")
     checks["statusPredicate"] = apistatus.ds_fully_rolled(obj)
     return GateResult(all(checks.values()), checks, " ".join(parts))
@@ -178,6 +175,6 @@ def summary(obj: dict) -> dict[str, Any]:
     """A compact status line for logs: counters plus condition states."""
     c = counters(obj)
     for t in (L.COND_AVAILABLE, L.COND_PROGRESSING, L.COND_UPDATE_IN_PROGRESS):
-        cond = _cond(obj, t)
+        cond = apistatus.get_condition(obj, t)
         c[t] = cond.get("status") if cond else "-"  # type: ignore[assignment]
     return c

@@ -12,6 +12,7 @@ stage: a role that already passed stage k is not moved again until the other has
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -22,7 +23,16 @@ from controller.kube.client import Kube
 from controller.kube.events import EventRecorder
 from controller.kube.resources import LWS
 from controller.rollout import gate, state
-from controller.rollout.engine import FAILED, ROLLED_BACK, SUCCEEDED, LwsRollout, Outcome, RolloutOptions
+from controller.rollout.engine import (
+    FAILED,
+    PAUSED,
+    ROLLED_BACK,
+    SUCCEEDED,
+    LwsRollout,
+    Outcome,
+    RolloutOptions,
+    finish,
+)
 from controller.rollout.report import RolloutReport
 from controller.rollout.stages import resolve_stages, scale_fraction
 
@@ -75,8 +85,8 @@ class PairRollout:
         self.max_skew = 0.0
         self.engines: dict[str, LwsRollout] = {}
         for role in ROLES:
-            ropts = RolloutOptions(**{**opts.__dict__, "targets": targets[role],
-                                      "chain_partitions": False, "defer_failure": True})
+            ropts = dataclasses.replace(opts, targets=targets[role], chain_partitions=False,
+                                        defer_failure=True)
             self.engines[role] = LwsRollout(
                 kube, namespace, live[role]["metadata"]["name"], ropts, clock,
                 manifest=manifests.get(role), recorder=self.events, report=self.report, role=role,
@@ -135,7 +145,7 @@ class PairRollout:
         if self.opts_no_rollback():
             for role in ROLES:
                 self.engines[role].pause(reason)
-            return self._finish(Outcome("paused", f"pair {self.pair} paused for a human: {reason}",
+            return self._finish(Outcome(PAUSED, f"pair {self.pair} paused for a human: {reason}",
                                         self.report))
         results = [self.engines[role].rollback(reason) for role in reversed(ROLES)]  # prefill first
         ok = all(r.result == ROLLED_BACK for r in results)
@@ -147,8 +157,4 @@ class PairRollout:
         return self.engines["decode"].opts.no_rollback
 
     def _finish(self, out: Outcome) -> Outcome:
-        r = self.report
-        r.result, r.message, r.ended = out.result, out.message, self.clock.now()
-        r.api_requests, r.api_retries = self.kube.total_requests, self.kube.retries
-        r.events = list(self.events.recorded)
-        return Outcome(out.result, out.message, r)
+        return finish(Outcome(out.result, out.message, self.report), self.clock, self.kube, self.events)

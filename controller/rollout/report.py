@@ -68,6 +68,16 @@ class RolloutReport:
         self.min_ready_groups = ready if self.min_ready_groups is None else min(self.min_ready_groups,
                                                                                  ready)
 
+    def see_floor(self, floor: int) -> None:
+        """Record an availability floor in force (the lowest one seen is reported)."""
+        self.floor = floor if self.floor is None else min(self.floor, floor)
+
+    def close(self, result: str, message: str, ended: float, *, api_requests: int, api_retries: int,
+              events: list[dict[str, Any]]) -> None:
+        """Fill in how the rollout ended and what it cost."""
+        self.result, self.message, self.ended = result, message, ended
+        self.api_requests, self.api_retries, self.events = api_requests, api_retries, list(events)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

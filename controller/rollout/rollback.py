@@ -67,8 +67,7 @@ class RollbackSteps:
     def _rollback_wait(self: LwsRollout, st: state.RolloutState) -> Outcome | None:
         start = state.epoch(st.stage_started) or self.clock.now()
         until = start + max(st.deadline_s, 1.0) * max(1, len(st.targets))
-        floor = gate.floor(self.obj)
-        self.report.floor = floor if self.report.floor is None else min(self.report.floor, floor)
+        self.report.see_floor(gate.floor(self.obj))
         # reopened every 15 s of cluster time: a stuck group makes no events, and the forced
         # rollback must still get its look
         while self.clock.now() < until:
@@ -146,7 +145,7 @@ class RollbackSteps:
         """Roll this target back now (idempotent) and wait for equality on the old revision."""
         self.obj = self.kube.get(self.res, self.ns, self.name)
         st = state.RolloutState.from_object(self.obj)
-        if st.phase in (state.ROLLED_BACK,):
+        if st.phase == state.ROLLED_BACK:
             return Outcome(ROLLED_BACK, f"rolled back: {st.reason}", self.report)
         if not st.previous_template:
             self._mark(st, paused=True, reason=f"{reason} (no previous template recorded)")

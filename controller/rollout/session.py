@@ -15,14 +15,18 @@ from controller.api import labels as L
 from controller.clock import Clock, ClusterClock, WallClock
 from controller.errors import Forbidden, InvalidInput, NotFound
 from controller.kube.client import Kube
-from controller.kube.resources import DS, LWS, NODE, POD
+from controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
 from controller.rollout import capacity, gate, state
 from controller.rollout.ds import DsRollout, refuse_pause
 from controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
 from controller.rollout.pd import ROLES, PairRollout, find_pair
 from controller.yamlio import load_yaml_documents
 
-_TARGET = re.compile(r"^(lws|pair|ds)/([a-z0-9]([-a-z0-9]*[a-z0-9])?)$")
+# used with fullmatch: a "$" would let "lws/x\n" through as lws/x
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_TARGET = re.compile(rf"(lws|pair|ds)/({_DNS_LABEL})")
+_NAMESPACE = re.compile(_DNS_LABEL)
+_CLOCK_PATH = "/lwsflow/v1/clock"  # the embedded cluster's virtual clock
 KIND_OF = {"lws": "LeaderWorkerSet", "ds": "DisaggregatedSet", "pair": "LeaderWorkerSet"}
 
 
@@ -37,13 +41,18 @@ class Target:
     def __str__(self) -> str:
         return f"{self.kind}/{self.name} -n {self.namespace}"
 
+    @property
+    def resource(self) -> Resource:
+        """The API resource of the target's object(s)."""
+        return BY_KIND[KIND_OF[self.kind]]
+
 
 def parse_target(text: str, namespace: str) -> Target:
-    m = _TARGET.match(text or "")
+    m = _TARGET.fullmatch(text or "")
     if not m:
         raise InvalidInput(f"{text!r} is not lws/NAME, pair/NAME or ds/NAME (NAME a DNS label)",
                            field="target")
-    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", namespace or ""):
+    if not _NAMESPACE.fullmatch(namespace or ""):
         raise InvalidInput(f"{namespace!r} is not a namespace name", field="namespace")
     return Target(m.group(1), m.group(2), namespace)
 
@@ -51,10 +60,10 @@ def parse_target(text: str, namespace: str) -> Target:
 def clock_for(kube: Kube) -> Clock:
     """The embedded cluster's virtual clock when the server offers one, else wall time."""
     try:
-        kube.get_json("/lwsflow/v1/clock")
+        first = kube.get_json(_CLOCK_PATH)
     except (NotFound, Forbidden):  # a real cluster: no such path (403 when RBAC guards it)
         return WallClock()
-    return ClusterClock(lambda: kube.get_json("/lwsflow/v1/clock"))
+    return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
 def load_manifests(path: str | Path, target: Target) -> dict[str, dict]:
@@ -160,75 +169,66 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                     docs[role] = checked
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
-    if target.kind == "ds":
-        live = _get(kube, target)
-        doc = docs.get("")
-        _refuse_other_manifest(live, doc)
-        if not state.RolloutState.from_object(live).active:
-            checked, msg = check_ds_capacity(kube, doc or live, auto_budget, target.namespace)
-            log(f"capacity: {msg}")
-            if checked is not (doc or live):
-                if doc is None:  # GitOps: the budgets have to change on the live object
-                    kube.merge_patch(DS, target.namespace, target.name, {
-                        "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
-                        "spec": {"roles": checked["spec"]["roles"]}}, field_manager=L.FIELD_MANAGER)
-                else:
-                    doc = checked
-        return DsRollout(kube, target.namespace, target.name, opts, clock, manifest=doc,
-                         on_step=on_step).run()
+    ds = target.kind == "ds"
     live = _get(kube, target)
     doc = docs.get("")
     _refuse_other_manifest(live, doc)
     if not state.RolloutState.from_object(live).active:
-        checked, msg = check_capacity(kube, doc or live, auto_budget, target.namespace)
+        current = doc or live
+        checked, msg = (check_ds_capacity if ds else check_capacity)(
+            kube, current, auto_budget, target.namespace)
         log(f"capacity: {msg}")
-        if checked is not (doc or live):
+        if checked is not current:
             if doc is None:  # GitOps: the budget has to change on the live object (and in Git)
-                ruc = checked["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
-                kube.merge_patch(LWS, target.namespace, target.name, {"spec": {"rolloutStrategy": {
-                    "rollingUpdateConfiguration": {"maxSurge": ruc["maxSurge"],
-                                                   "maxUnavailable": ruc["maxUnavailable"]}}}},
-                    field_manager=L.FIELD_MANAGER)
+                kube.merge_patch(target.resource, target.namespace, target.name,
+                                 _budget_patch(live, checked, ds), field_manager=L.FIELD_MANAGER)
             else:
                 doc = checked
-    return LwsRollout(kube, target.namespace, target.name, opts, clock, manifest=doc,
-                      on_step=on_step).run()
+    return (DsRollout if ds else LwsRollout)(kube, target.namespace, target.name, opts, clock,
+                                             manifest=doc, on_step=on_step).run()
+
+
+def _budget_patch(live: dict, checked: dict, ds: bool) -> dict:
+    """The merge patch that writes ``checked``'s --auto-budget choice onto the live object."""
+    if ds:  # roles is a list: the patch replaces it whole, so guard against a concurrent writer
+        return {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+                "spec": {"roles": checked["spec"]["roles"]}}
+    ruc = checked["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]
+    return {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {
+        "maxSurge": ruc["maxSurge"], "maxUnavailable": ruc["maxUnavailable"]}}}}
 
 
 def _get(kube: Kube, target: Target) -> dict:
-    res = DS if target.kind == "ds" else LWS
     try:
-        return kube.get(res, target.namespace, target.name)
+        return kube.get(target.resource, target.namespace, target.name)
     except NotFound:
         raise InvalidInput(f"{KIND_OF[target.kind]} {target.namespace}/{target.name} not found",
                            field="target") from None
 
 
-def _objects(kube: Kube, target: Target) -> list[tuple[object, dict]]:
+def _objects(kube: Kube, target: Target) -> list[tuple[Resource, dict]]:
     if target.kind == "pair":
         return [(LWS, o) for o in find_pair(kube, target.namespace, target.name).values()]
-    return [(DS if target.kind == "ds" else LWS, _get(kube, target))]
+    return [(target.resource, _get(kube, target))]
 
 
 def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> list[dict]:
     """Write ``paused``/``abort`` on the target's objects (only while a rollout is active)."""
     if target.kind == "ds" and flags.get("paused"):
         refuse_pause()
+    ann = state.RolloutState(**flags)  # type: ignore[arg-type]
+    keys = tuple(flags)
+    if flags.get("paused") is False:  # resume: a fresh progress deadline from now
+        ann.stage_started = state.iso(clock_now)
+        keys = (*keys, "stage_started")
+    patch = {"metadata": {"annotations": ann.annotations(keys)}}
     out = []
     for res, obj in _objects(kube, target):
         st = state.RolloutState.from_object(obj)
         if not st.active:
             raise InvalidInput(f"{obj['metadata']['name']}: no rollout in progress "
                                f"(last: {st.phase or 'none'})", field="target")
-        changes = dict(flags)
-        ann = state.RolloutState(**changes)  # type: ignore[arg-type]
-        keys = tuple(changes)
-        if flags.get("paused") is False:  # resume: a fresh progress deadline from now
-            from datetime import UTC, datetime
-            ann.stage_started = datetime.fromtimestamp(clock_now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            keys = (*keys, "stage_started")
-        patch = {"metadata": {"annotations": ann.annotations(keys)}}
-        out.append(kube.merge_patch(res, target.namespace, obj["metadata"]["name"], patch,  # type: ignore[arg-type]
+        out.append(kube.merge_patch(res, target.namespace, obj["metadata"]["name"], patch,
                                     field_manager=L.FIELD_MANAGER))
     return out
 

@@ -12,8 +12,9 @@ import re
 
 from controller.errors import InvalidInput
 
-_ITEM = re.compile(r"^(\d+)(%?)$")
+_ITEM = re.compile(r"(\d+)(%?)")  # used with fullmatch: "$" would let a trailing newline through
 _FIELD = "stages"
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
 
 
 def parse_stage_spec(spec: str) -> list[tuple[int, bool]]:
@@ -23,7 +24,7 @@ def parse_stage_spec(spec: str) -> list[tuple[int, bool]]:
     items: list[tuple[int, bool]] = []
     for raw in spec.split(","):
         text = raw.strip()
-        m = _ITEM.match(text)
+        m = _ITEM.fullmatch(text)
         if not m:
             raise InvalidInput(f"{text!r} is not a group count or a percent like 25%", field=_FIELD)
         value, pct = int(m.group(1)), bool(m.group(2))
@@ -79,7 +80,7 @@ def scale_fraction(targets: list[int], replicas: int, other_replicas: int) -> li
 
 def parse_duration(text: str, field: str) -> float:
     """``"5m"``, ``"90s"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (InvalidInput otherwise)."""
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", str(text))
+    m = _DURATION.fullmatch(str(text))
     if not m:
         raise InvalidInput(f"{text!r} is not a duration like 30s, 5m or 1h", field=field)
     scale = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]

@@ -14,6 +14,7 @@ import base64
 import gzip
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,13 @@ _KEYS = {  # attribute -> annotation suffix
     "reason": "reason", "paused": "paused", "abort": "abort", "stage_started": "stage-started",
     "no_rollback": "no-rollback", "last_good": "last-good-template", "manifest_hash": "manifest-hash",
     "gitops": "gitops",
+}
+
+
+# annotation text -> attribute, by the attribute's declared type (the inverse of ``annotations``)
+_PARSE: dict[str, Callable[[str], Any]] = {
+    "str": str, "int": int, "float": float, "bool": lambda raw: raw == "true",
+    "list[int]": lambda raw: [int(x) for x in raw.split(",") if x],
 }
 
 
@@ -62,16 +70,18 @@ def template_of(obj: dict) -> dict:
     return out
 
 
+def _canonical(template: dict) -> bytes:
+    return json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+
+
 def template_hash(template: dict) -> str:
     """A stable hash of a template (canonical JSON); our own, not the LWS revision hash (§b)."""
-    raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(raw).hexdigest()[:16]
+    return hashlib.sha256(_canonical(template)).hexdigest()[:16]
 
 
 def pack(template: dict) -> str:
     """Template -> compact annotation value (gzip + base64 of canonical JSON)."""
-    raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
-    return base64.b64encode(gzip.compress(raw, mtime=0)).decode()
+    return base64.b64encode(gzip.compress(_canonical(template), mtime=0)).decode()
 
 
 def unpack(value: str) -> dict:
@@ -121,16 +131,7 @@ class RolloutState:
             raw = ann.get(ROLLOUT_PREFIX + _KEYS[f.name])
             if raw is None:
                 continue
-            if f.name == "targets":
-                kw[f.name] = [int(x) for x in raw.split(",") if x]
-            elif f.name == "passed":
-                kw[f.name] = int(raw)
-            elif f.name in ("bake_s", "deadline_s"):
-                kw[f.name] = float(raw)
-            elif f.name in ("paused", "abort", "no_rollback", "gitops"):
-                kw[f.name] = raw == "true"
-            else:
-                kw[f.name] = raw
+            kw[f.name] = _PARSE[str(f.type)](raw)
         return cls(**kw)
 
     def annotations(self, only: tuple[str, ...] = ()) -> dict[str, str | None]:
@@ -153,12 +154,6 @@ class RolloutState:
                 started = epoch(text)
                 out[STAGE_STARTED_EPOCH] = f"{started:.0f}" if started is not None else None
         return out
-
-
-def clear_patch() -> dict[str, None]:
-    """Merge-patch annotations that remove the per-rollout fields but keep ``last-good-template``."""
-    return {ROLLOUT_PREFIX + v: None for k, v in _KEYS.items() if k != "last_good"} | {
-        STAGE_STARTED_EPOCH: None}
 
 
 def manifest_hash(manifest: dict | None, live: dict) -> str:

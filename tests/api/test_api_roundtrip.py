@@ -145,3 +145,9 @@ def test_role_scaler_model() -> None:
            "status": {"replicas": 3, "selector": "a=b"}}
     m = ds_mod.DisaggregatedSetRoleScaler.model_validate(doc)
     assert m.spec.replicas == 3 and m.to_dict() == doc
+
+
+def test_v1_extension_names_match_whole_path(lws: dict[str, Any]) -> None:
+    # a key that only starts like a v1 field (here with a trailing newline) is still unknown
+    lws["spec"]["groupIdentity\n"] = "Hash"
+    assert unknown_fields(lws) == ["spec.groupIdentity\n"]

@@ -124,3 +124,17 @@ def test_leader_worker_revision_skew_trips_the_guard(env: Env) -> None:
     out = LwsRollout(env.kube, NS, "sk", RolloutOptions(stages="1,100%"), env.clock(),
                      manifest=new_release(base), on_step=skew_a_worker).run()
     assert out.result == "rolled-back" and "revision skew in group 3" in out.message
+
+
+def test_cluster_clock_starts_from_a_document_already_read() -> None:
+    fetched: list[int] = []
+
+    def fetch() -> dict:
+        fetched.append(1)
+        return {"now": 5000.0, "speed": 10.0}
+
+    clock = ClusterClock(fetch, resync_s=100, first={"now": 1000.0, "speed": 50.0})
+    assert not fetched and clock.speed == 50.0 and 1000.0 <= clock.now() < 1000.0 + 50 * 1.0
+    assert not fetched  # within resync_s: extrapolated, not read again
+    ClusterClock(fetch, resync_s=100)
+    assert fetched == [1]  # without a first document it reads one at once

@@ -296,3 +296,23 @@ def test_structured_json_logs(env: Env, tmp_path: Path, capsys: pytest.CaptureFi
     assert events[:2] == ["RolloutStarted", "StageStarted"] and events[-1] == "RolloutSucceeded"
     assert all(r["object"] == "LeaderWorkerSet/default/lg" and r["cluster_time"] for r in records
                if "event" in r)
+
+
+def test_gitops_auto_budget_writes_the_budget_on_the_live_lws(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --manifest the template is already live: --auto-budget patches the live budget."""
+    env = make_env(tmp_path, gpu_nodes=3)
+    try:
+        base = _synced(lws_manifest("ga", replicas=2, size=1, gpus=8, surge=2, unavailable=0), 2)
+        env.create(base)  # 2 of 3 nodes busy: 8 free GPUs, surge wants 2 x 8
+        env.wait(lambda o: gate.lws_fully_rolled(o).passed, name="ga")
+        env.kube.apply(LWS, _synced(new_release(base), 2), field_manager="argocd-controller")
+        assert main(cli(env, "lws/ga", "--stages", "1,100%")) == 2
+        assert "do NOT fit" in capsys.readouterr().err
+        assert main(cli(env, "lws/ga", "--stages", "1,100%", "--auto-budget")) == 0
+        assert "--auto-budget" in capsys.readouterr().out
+        final = env.kube.get(LWS, NS, "ga")
+        assert gate.max_surge(final) == 1 and gate.max_unavailable(final) == 0
+        assert gate.partition(final) == 2 and gate.lws_fully_rolled(final).passed  # frozen at rest
+    finally:
+        env.close()

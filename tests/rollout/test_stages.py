@@ -60,3 +60,26 @@ def test_bad_duration() -> None:
     with pytest.raises(InvalidInput, match="duration") as exc:
         parse_duration("5 minutes", "bake")
     assert exc.value.field == "bake"
+
+
+@pytest.mark.parametrize("spec", ["1\n,100%", "1,100%\n"])
+def test_stage_items_match_whole_text(spec: str) -> None:
+    # each item is stripped first, so a newline around it is whitespace, never part of the number
+    assert resolve_stages(spec, 4) == [1, 4]
+
+
+@pytest.mark.parametrize("bad", ["5m\nx", "5mx", "m5"])
+def test_duration_matches_whole_text(bad: str) -> None:
+    with pytest.raises(InvalidInput):
+        parse_duration(bad, "bake")
+
+
+@pytest.mark.parametrize(("text", "ns", "field"), [
+    ("lws/a\n", "ns", "target"), ("lws/a", "ns\n", "namespace"), ("pod/a", "ns", "target")])
+def test_target_matches_whole_text(text: str, ns: str, field: str) -> None:
+    from controller.rollout.session import parse_target
+
+    with pytest.raises(InvalidInput) as exc:
+        parse_target(text, ns)
+    assert exc.value.field == field
+    assert parse_target("pair/a-1", "ns").kind == "pair"
