@@ -100,7 +100,7 @@ def test_hooks_and_clocks_units() -> None:
 
 def test_ready_groups_below_the_floor_trip_the_guard(env: Env) -> None:
     # A long load keeps the dip far above the grace even when a loaded machine delays the controller.
-    base = lws_manifest("fl", replicas=4, load_s=300)
+    base = lws_manifest("fl", replicas=4, load_s=600)
     env.create_ready(base)
 
     def knock_out_an_old_group(name: str) -> None:
