@@ -14,7 +14,7 @@ import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -72,7 +72,7 @@ class ApiServer:
         self.request_log: deque[RequestRecord] = deque(maxlen=request_log_max)
         self._verbs: set[tuple[str, str, str]] = set()
         self._log_lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: QuietThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         # client-go sends bearer tokens only over TLS: serve HTTPS whenever a token guards the server
