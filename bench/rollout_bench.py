@@ -31,15 +31,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.api import labels as L
-from controller.kube.client import Kube
-from controller.rollout import gate, session
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.rollout.stages import partition_for, resolve_stages
-from controller.sim.apiserver import ApiServer
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Timings
-from controller.sim.store import Event
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.rollout import gate, session
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.stages import partition_for, resolve_stages
+from lwsflow.sim.apiserver import ApiServer
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.store import Event
 
 KEY = "leaderworkersets.leaderworkerset.x-k8s.io"
 NS, NAME, STAGES = "default", "bench", "1,25%,50%,100%"

@@ -13,10 +13,10 @@ import argparse
 import random
 import time
 
-from controller.sim import policies
-from controller.sim.evaluator import generators, metrics
-from controller.sim.evaluator.engine import Engine
-from controller.sim.evaluator.scenario import Scenario
+from lwsflow.sim import policies
+from lwsflow.sim.evaluator import generators, metrics
+from lwsflow.sim.evaluator.engine import Engine
+from lwsflow.sim.evaluator.scenario import Scenario
 
 TARGET_S = 10.0
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Timings
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.lws_controller import LWS
 
 
 def lws(name: str, groups: int, image: str, max_unavailable: str, max_surge: str, gpus: int = 4) -> dict:

@@ -20,11 +20,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from components.kustomize import env_models, environments, kustomize_build
-from components.overlays import KUSTOMIZATION, KUSTOMIZE_API, drift, read_kustomization, write_tree
-from controller.api import labels as L
-from controller.errors import InvalidInput
-from controller.yamlio import dump_yaml
+from lwsflow.components.kustomize import env_models, environments, kustomize_build
+from lwsflow.components.overlays import KUSTOMIZATION, KUSTOMIZE_API, drift, read_kustomization, write_tree
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import dump_yaml
 
 PARTITION_POINTER = "/spec/rolloutStrategy/rollingUpdateConfiguration/partition"
 HEALTH_KEY = "resource.customizations.health.{group}_{kind}"
@@ -39,7 +39,7 @@ def health_script(kind: str) -> str:
     """The Lua health check for ``LeaderWorkerSet`` or ``DisaggregatedSet``."""
     for (_group, k), name in HEALTH_SCRIPTS.items():
         if k == kind:
-            return resources.files("components.argocd_health").joinpath(name).read_text()
+            return resources.files("lwsflow.components.argocd_health").joinpath(name).read_text()
     raise KeyError(kind)
 
 

@@ -3,7 +3,7 @@
 Data goes to a synced temporary file in the target's folder (same filesystem, so the rename is
 atomic) with mode 0644 (mkstemp's 0600 would hide reports and manifests from their readers), then
 is renamed over the target. ``stage_file`` is the first half on its own, for callers that stage
-many files before renaming any (``components.overlays.write_tree``).
+many files before renaming any (``lwsflow.components.overlays.write_tree``).
 """
 
 from __future__ import annotations

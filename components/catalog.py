@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from controller.errors import InvalidInput
-from controller.yamlio import load_yaml_documents
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import load_yaml_documents
 
 # Patterns end in \Z, not $: Python's $ also matches before a trailing newline ("llama\n").
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")

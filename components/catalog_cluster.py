@@ -4,17 +4,17 @@ The renderer pins every GPU pod to its pool with the pool's ``nodeSelector`` plu
 ``nvidia.com/gpu.product: <gpu>`` and gives it the pool's tolerations; a simulated pool built here
 carries exactly those labels, a taint for each toleration (so only the catalog's pods land on it,
 as on a real tainted GPU pool), the pool's topology key and its CPU/memory per node. Used by
-``lwsflow sim serve --catalog`` and by the local pipeline stack (``pipelines.local_run``).
+``lwsflow sim serve --catalog`` and by the local pipeline stack (``lwsflow.pipelines.local_run``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.sim.config import ClusterConfig, PoolConfig, Taint
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Taint
 
 if TYPE_CHECKING:
-    from components.catalog import Catalog, NodePool
+    from lwsflow.components.catalog import Catalog, NodePool
 
 CPU_POOL = "cpu"
 # Enough CPU nodes for plain pods (Services' samples, the nginx LWS examples): the catalog has none.

@@ -3,7 +3,7 @@
 The rollout controller stages *updates* of a LeaderWorkerSet / DisaggregatedSet that already runs. A
 model's first release has nothing to stage: the workload is applied as is and the step waits, with a
 deadline in the cluster's clock, until the same readiness predicates the rollout gate uses hold
-(``controller.rollout.gate``). Services, autoscalers and other objects around the workload are
+(``lwsflow.controller.rollout.gate``). Services, autoscalers and other objects around the workload are
 server-side applied on every release (idempotent).
 """
 
@@ -13,8 +13,8 @@ import math
 import time
 from typing import Any
 
-from controller.api.objects import container_images
-from controller.errors import InvalidInput, OperationFailed
+from lwsflow.controller.api.objects import container_images
+from lwsflow.controller.errors import InvalidInput, OperationFailed
 
 FIELD_MANAGER = "lwsflow-pipeline"  # server-side apply owner of what the pipeline applies
 _RESOURCES = {
@@ -25,15 +25,15 @@ _RESOURCES = {
 
 
 def workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from controller.kube.resources import BY_KIND
+    from lwsflow.controller.kube.resources import BY_KIND
 
     return [d for d in docs if d.get("kind") in BY_KIND]
 
 
 def apply_supporting(kube: Any, docs: list[dict[str, Any]]) -> bool:
     """Apply everything but the workload; True when the workload does not exist yet (first install)."""
-    from controller.errors import NotFound
-    from controller.kube.resources import BY_KIND, Resource
+    from lwsflow.controller.errors import NotFound
+    from lwsflow.controller.kube.resources import BY_KIND, Resource
 
     first = False
     for d in workloads(docs):
@@ -53,7 +53,7 @@ def apply_supporting(kube: Any, docs: list[dict[str, Any]]) -> bool:
 
 
 def _ready(obj: dict[str, Any]) -> tuple[bool, str]:
-    from controller.rollout import gate
+    from lwsflow.controller.rollout import gate
 
     res = gate.ds_gate(obj) if obj.get("kind") == "DisaggregatedSet" else gate.lws_fully_rolled(obj)
     return res.passed, res.detail
@@ -64,8 +64,8 @@ def install(kube: Any, docs: list[dict[str, Any]], deadline_s: float) -> dict[st
 
     Fails (``OperationFailed``) when readiness does not come within ``deadline_s`` of cluster time.
     """
-    from controller.kube.resources import BY_KIND
-    from controller.rollout.session import clock_for
+    from lwsflow.controller.kube.resources import BY_KIND
+    from lwsflow.controller.rollout.session import clock_for
 
     clock = clock_for(kube)
     started = clock.now()
@@ -96,11 +96,11 @@ def install(kube: Any, docs: list[dict[str, Any]], deadline_s: float) -> dict[st
 
 def staged_rollout(kube: Any, target: str, namespace: str, manifest: Any, *, stages: str, deadline: str,
                    bake: str, hooks: list[Any], log: Any) -> Any:
-    """The controller's staged rollout of ``target`` to ``manifest`` (``controller.rollout.session``),
+    """The controller's staged rollout of ``target`` to ``manifest`` (``lwsflow.controller.rollout.session``),
     in the cluster's clock; returns its ``Outcome`` (``exit_code`` 0 only when every stage passed)."""
-    from controller.rollout import session
-    from controller.rollout.engine import RolloutOptions
-    from controller.rollout.stages import parse_duration
+    from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.engine import RolloutOptions
+    from lwsflow.controller.rollout.stages import parse_duration
 
     tgt = session.parse_target(target, namespace)
     opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
@@ -116,7 +116,7 @@ def verify_live(kube: Any, docs: list[dict[str, Any]]) -> None:
     A rollout that reports success but left another template in place fails here, so a wrong
     "succeeded" can never let the pipeline promote an image the cluster does not run.
     """
-    from controller.kube.resources import BY_KIND
+    from lwsflow.controller.kube.resources import BY_KIND
 
     for d in workloads(docs):
         meta = d["metadata"]

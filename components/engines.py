@@ -24,9 +24,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.catalog import ModelSpec
-from components.sizing import RoleSizing
-from controller.api import labels as L
+from lwsflow.components.catalog import ModelSpec
+from lwsflow.components.sizing import RoleSizing
+from lwsflow.controller.api import labels as L
 
 VLLM_MULTINODE_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
 NIXL_SIDE_CHANNEL_PORT = 5600

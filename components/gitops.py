@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.atomic import write_file_atomic
-from components.kustomize import build_model_overlay, env_models, environments
-from components.overlays import (
+from lwsflow.components.atomic import write_file_atomic
+from lwsflow.components.kustomize import build_model_overlay, env_models, environments
+from lwsflow.components.overlays import (
     DIGEST,
     KUSTOMIZATION,
     RENDERED_REVISION,
@@ -42,10 +42,10 @@ from components.overlays import (
     safe_path,
     set_pins,
 )
-from components.proc import GIT_TIMEOUT_S, run_bounded
-from controller.api.objects import container_images
-from controller.errors import InvalidInput, OperationFailed
-from controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.components.proc import GIT_TIMEOUT_S, run_bounded
+from lwsflow.controller.api.objects import container_images
+from lwsflow.controller.errors import InvalidInput, OperationFailed
+from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 
 MAX_PUSH_ATTEMPTS = 8
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from components.proc import GIT_TIMEOUT_S, run_bounded
-from controller.errors import OperationFailed
+from lwsflow.components.proc import GIT_TIMEOUT_S, run_bounded
+from lwsflow.controller.errors import OperationFailed
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "lwsflow pipeline", "GIT_AUTHOR_EMAIL": "pipeline@lwsflow.invalid",
              "GIT_COMMITTER_NAME": "lwsflow pipeline", "GIT_COMMITTER_EMAIL": "pipeline@lwsflow.invalid"}

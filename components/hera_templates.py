@@ -1,6 +1,6 @@
 """Argo Workflows script templates (hera) for the deploy-model steps, run in the lwsflow image.
 
-Like the kfp components, each body only calls :mod:`components.steps` and writes the step's fields as
+Like the kfp components, each body only calls :mod:`lwsflow.components.steps` and writes the step's fields as
 output parameters (``/tmp/outputs/<field>``); no logic lives here. Argo runs *inline* scripts: hera
 copies the function body into the template, so a ``return`` would be lost; the outputs go to files.
 Outside a workflow context, calling one of these functions runs its body locally (hera's behaviour).
@@ -17,8 +17,8 @@ from typing import Any
 from hera.workflows import Parameter, RetryStrategy, SecretEnv, script
 from hera.workflows.models import Backoff, Toleration, ValueFrom
 
-from components.kfp_components import LWSFLOW_IMAGE
-from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
+from lwsflow.components.kfp_components import LWSFLOW_IMAGE
+from lwsflow.components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 
 OUTPUTS_DIR = "/tmp/outputs"
 # Secret name -> {key in the secret: environment variable}. Values never pass as parameters.
@@ -44,7 +44,7 @@ RETRY = RetryStrategy(limit="2", retry_policy="Always", backoff=Backoff(duration
 @script(name="build-image", image=LWSFLOW_IMAGE, retry_strategy=RETRY, outputs=outputs("image", "digest"),
         env=secret_env(GIT_SECRET, REGISTRY_SECRET))
 def build_image(repo_url: str, context: str, image: str, report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.build_image(repo_url=repo_url, context=context, image=image,
                                           report_dir=report_dir))
@@ -53,7 +53,7 @@ def build_image(repo_url: str, context: str, image: str, report_dir: str) -> Non
 @script(name="render", image=LWSFLOW_IMAGE, retry_strategy=RETRY, outputs=outputs("commit", "branch"),
         env=secret_env(GIT_SECRET))
 def render(repo_url: str, catalog: str, model: str, env: str, image: str, report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, image=image,
                                      report_dir=report_dir))
@@ -62,7 +62,7 @@ def render(repo_url: str, catalog: str, model: str, env: str, image: str, report
 @script(name="build-overlays", image=LWSFLOW_IMAGE, retry_strategy=RETRY,
         outputs=outputs("objects", "manifest_sha256"), env=secret_env(GIT_SECRET))
 def build_overlays(repo_url: str, commit: str, env: str, model: str, report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.build_overlays(repo_url=repo_url, commit=commit, env=env, model=model,
                                              report_dir=report_dir))
@@ -70,7 +70,7 @@ def build_overlays(repo_url: str, commit: str, env: str, model: str, report_dir:
 
 @script(name="promote", image=LWSFLOW_IMAGE, outputs=outputs("commit"), env=secret_env(GIT_SECRET))
 def promote(repo_url: str, model: str, target: str, source: str, commit: str, report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.promote(repo_url=repo_url, model=model, target=target, source=source,
                                       commit=commit, report_dir=report_dir))
@@ -80,14 +80,14 @@ def promote(repo_url: str, model: str, target: str, source: str, commit: str, re
         env=secret_env(GIT_SECRET))
 def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubeconfig: str,
             report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.rollout(repo_url=repo_url, commit=commit, env=env, model=model, stages=stages,
                                       kubeconfig=kubeconfig, report_dir=report_dir))
 
 
 def _smoke_test(target: str, namespace: str, kubeconfig: str, report_dir: str) -> None:
-    from components import steps
+    from lwsflow.components import steps
 
     steps.write_outputs(steps.smoke_test(target=target, namespace=namespace, kubeconfig=kubeconfig,
                                          report_dir=report_dir))

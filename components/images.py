@@ -29,9 +29,9 @@ from pathlib import Path
 
 import httpx
 
-from components.overlays import DIGEST
-from components.proc import run_bounded
-from controller.errors import InvalidInput, OperationFailed
+from lwsflow.components.overlays import DIGEST
+from lwsflow.components.proc import run_bounded
+from lwsflow.controller.errors import InvalidInput, OperationFailed
 
 # host[:port]/path[:tag] with a registry host (a dot, a colon or "localhost" in the first part).
 _REF = re.compile(r"^(?P<host>[a-zA-Z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"

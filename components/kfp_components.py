@@ -1,7 +1,7 @@
 """Kubeflow Pipelines v2 components: the deploy-model steps, run in the lwsflow image.
 
 Each component is a lightweight Python component whose body only calls the matching function in
-:mod:`components.steps` and hands its fields back as named outputs: no logic lives here. The lwsflow
+:mod:`lwsflow.components.steps` and hands its fields back as named outputs: no logic lives here. The lwsflow
 image has lwsflow installed, so ``install_kfp_package=False`` (nothing is pip-installed at run time;
 offline, a pip install would fail). kfp copies these bodies into the pipeline spec, hence the imports
 inside each function.
@@ -20,7 +20,7 @@ LWSFLOW_IMAGE = "ghcr.io/lwsflow/lwsflow:0.1.0"
 def build_image(repo_url: str, context: str, image: str, report_dir: str) -> NamedTuple(
         "BuildImageOutputs", [("image", str), ("digest", str)]):
     """Build and push the serving image; outputs the reference pinned by registry digest."""
-    from components import steps
+    from lwsflow.components import steps
 
     out = steps.build_image(repo_url=repo_url, context=context, image=image, report_dir=report_dir)
     return (out.image, out.digest)
@@ -30,7 +30,7 @@ def build_image(repo_url: str, context: str, image: str, report_dir: str) -> Nam
 def render(repo_url: str, catalog: str, model: str, env: str, image: str, report_dir: str) -> NamedTuple(
         "RenderOutputs", [("commit", str), ("branch", str)]):
     """Render the catalog and pin the digest for the environment on a release branch."""
-    from components import steps
+    from lwsflow.components import steps
 
     out = steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, image=image,
                        report_dir=report_dir)
@@ -41,7 +41,7 @@ def render(repo_url: str, catalog: str, model: str, env: str, image: str, report
 def build_overlays(repo_url: str, commit: str, env: str, model: str, report_dir: str) -> NamedTuple(
         "BuildOverlaysOutputs", [("objects", int), ("manifest_sha256", str)]):
     """Kustomize-build and validate the environment's overlays at the release commit."""
-    from components import steps
+    from lwsflow.components import steps
 
     out = steps.build_overlays(repo_url=repo_url, commit=commit, env=env, model=model, report_dir=report_dir)
     return (out.objects, out.manifest_sha256)
@@ -51,7 +51,7 @@ def build_overlays(repo_url: str, commit: str, env: str, model: str, report_dir:
 def promote(repo_url: str, model: str, target: str, source: str, commit: str, report_dir: str) -> NamedTuple(
         "PromoteOutputs", [("commit", str)]):
     """Publish a release commit on main (no source) or promote source -> target through git."""
-    from components import steps
+    from lwsflow.components import steps
 
     out = steps.promote(repo_url=repo_url, model=model, target=target, source=source, commit=commit,
                         report_dir=report_dir)
@@ -64,7 +64,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
         "RolloutOutputs", [("target", str), ("namespace", str), ("stages_passed", int),
                            ("makespan_s", float)]):
     """Staged rollout of what the environment pins at the commit; fails after a rollback."""
-    from components import steps
+    from lwsflow.components import steps
 
     out = steps.rollout(repo_url=repo_url, commit=commit, env=env, model=model, stages=stages,
                         kubeconfig=kubeconfig, report_dir=report_dir)
@@ -78,7 +78,7 @@ def smoke_test(target: str, namespace: str, kubeconfig: str, report_dir: str) ->
     One unnamed output on purpose: the kfp local runner resolves a ``dsl.If`` on a task's ``Output``
     but not on a named output (kfp 2.17), and the pipeline gates the promotion on this value.
     """
-    from components import steps
+    from lwsflow.components import steps
 
     return steps.smoke_test(target=target, namespace=namespace, kubeconfig=kubeconfig,
                             report_dir=report_dir).passed

@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.overlays import (
+from lwsflow.components.overlays import (
     DIGEST,
     KUSTOMIZATION,
     RESERVED_DIRS,
     ImageRef,
     requires_digest,
 )
-from components.proc import run_bounded
-from controller.api import labels as L
-from controller.api.objects import container_images
-from controller.errors import FieldError, InvalidInput, OperationFailed
-from controller.yamlio import parse_yaml_documents
+from lwsflow.components.proc import run_bounded
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.objects import container_images
+from lwsflow.controller.errors import FieldError, InvalidInput, OperationFailed
+from lwsflow.controller.yamlio import parse_yaml_documents
 
 BUILD_TIMEOUT_S = 60.0
 
@@ -58,8 +58,8 @@ def kustomize_build(path: Path, timeout: float = BUILD_TIMEOUT_S) -> list[dict[s
 
 
 def validate(obj: dict[str, Any]) -> list[FieldError]:
-    """Problems of one LWS/DS: ``controller.api.validation.validate_object`` (schema + webhook rules)."""
-    from controller.api.validation import validate_object
+    """Problems of one LWS/DS: ``validate_object`` (schema + webhook rules)."""
+    from lwsflow.controller.api.validation import validate_object
 
     return list(validate_object(obj))
 

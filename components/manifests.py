@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.catalog import Catalog, ModelSpec
-from components.engines import SGLANG_BOOTSTRAP_PORT, launch
-from components.manifests_pod import (
+from lwsflow.components.catalog import Catalog, ModelSpec
+from lwsflow.components.engines import SGLANG_BOOTSTRAP_PORT, launch
+from lwsflow.components.manifests_pod import (
     assert_no_secret_literals,
     pod_labels,
     pod_template,
     volume_claim_templates,
 )
-from components.sizing import ModelSizing, RoleSizing, size_model
-from controller.api import labels as L
-from controller.errors import InvalidInput
+from lwsflow.components.sizing import ModelSizing, RoleSizing, size_model
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import InvalidInput
 
 PART_OF = "lwsflow"
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from components.catalog import ModelSpec, NodePool, looks_secret
-from components.engines import HEALTH_PATH, Launch
-from components.sizing import RoleSizing
-from controller.api import labels as L
-from controller.errors import InvalidInput
+from lwsflow.components.catalog import ModelSpec, NodePool, looks_secret
+from lwsflow.components.engines import HEALTH_PATH, Launch
+from lwsflow.components.sizing import RoleSizing
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import InvalidInput
 
 LOAD_BANDWIDTH_GIB_S = 0.5
 ENGINE_INIT_S = 300

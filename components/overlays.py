@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.atomic import stage_file
-from components.catalog import Catalog
-from controller.api import labels as L
-from controller.api.objects import container_images
-from controller.errors import InvalidInput
-from controller.yamlio import dump_yaml, parse_yaml_documents
+from lwsflow.components.atomic import stage_file
+from lwsflow.components.catalog import Catalog
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.objects import container_images
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import dump_yaml, parse_yaml_documents
 
 RenderFn = Callable[..., list[dict[str, Any]]]
 
@@ -355,11 +355,11 @@ def _env_overlay(
 def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> dict[str, bytes]:
     """Every file of the tree as bytes, keyed by path relative to ``out`` (reads pins from ``out``).
 
-    ``render`` defaults to ``components.manifests.render_model``; it is a parameter so the tree logic
+    ``render`` defaults to ``lwsflow.components.manifests.render_model``; it is a parameter so the tree logic
     can be exercised with any renderer of the same contract.
     """
     if render is None:
-        from components.manifests import render_model as render
+        from lwsflow.components.manifests import render_model as render
     envs = [e.name for e in catalog.environments]
     clash = RESERVED_DIRS.intersection(envs)
     if clash:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from controller.errors import OperationFailed
+from lwsflow.controller.errors import OperationFailed
 
 GIT_TIMEOUT_S = 60.0  # one git command, clone, fetch and push included
 

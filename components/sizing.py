@@ -22,8 +22,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.catalog import BYTES_PER_PARAM, Catalog, ModelSpec, NodePool, RolloutSettings
-from controller.errors import InvalidInput
+from lwsflow.components.catalog import BYTES_PER_PARAM, Catalog, ModelSpec, NodePool, RolloutSettings
+from lwsflow.controller.errors import InvalidInput
 
 GIB = 1024**3
 # Concurrent full-length sequences the KV reserve must hold: enough for the engine to start and

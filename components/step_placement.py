@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from controller.errors import InvalidInput
+from lwsflow.controller.errors import InvalidInput
 
 Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 EFFECTS: tuple[Effect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components import gitwork, images
-from components.atomic import write_file_atomic
-from controller.errors import InvalidInput, OperationFailed
-from controller.yamlio import parse_yaml_documents
+from lwsflow.components import gitwork, images
+from lwsflow.components.atomic import write_file_atomic
+from lwsflow.controller.errors import InvalidInput, OperationFailed
+from lwsflow.controller.yamlio import parse_yaml_documents
 
 OVERLAYS = "overlays"
 RELEASE_BRANCH_PREFIX = "lwsflow/release-"
@@ -94,9 +94,9 @@ def render(repo_url: str, catalog: str, model: str, env: str, image: str,
 
     The result is pushed to ``lwsflow/release-<model>`` so that validation can run before main moves.
     """
-    from components import gitops
-    from components.catalog import load_catalog
-    from components.overlays import render_to
+    from lwsflow.components import gitops
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.overlays import render_to
 
     repository, sep, digest = image.partition("@")
     if not sep:
@@ -129,8 +129,8 @@ class BuildOverlaysOutput:
 
 def kustomize(path: Path) -> str:
     """The built YAML of one overlay folder (Kustomize v5 through the venv's kubectl)."""
-    from components.kustomize import kustomize_build
-    from controller.yamlio import dump_yaml_documents
+    from lwsflow.components.kustomize import kustomize_build
+    from lwsflow.controller.yamlio import dump_yaml_documents
 
     return dump_yaml_documents(kustomize_build(path))
 
@@ -138,9 +138,9 @@ def kustomize(path: Path) -> str:
 def build_overlays(repo_url: str, commit: str, env: str, model: str,
                    report_dir: str = "") -> BuildOverlaysOutput:
     """Build and validate ``env``'s overlays at ``commit``; describe the model's manifest."""
-    from components.kustomize import build_model_overlay
-    from components.kustomize import build_overlays as build_env
-    from controller.yamlio import dump_yaml_documents
+    from lwsflow.components.kustomize import build_model_overlay
+    from lwsflow.components.kustomize import build_overlays as build_env
+    from lwsflow.controller.yamlio import dump_yaml_documents
 
     with gitwork.checkout(repo_url, commit=commit, branch=f"{RELEASE_BRANCH_PREFIX}{model}") as work:
         log("build-overlays", f"kustomize build + validate {OVERLAYS}/{env} at {commit[:12]}")
@@ -184,7 +184,7 @@ def promote(repo_url: str, model: str, target: str, source: str = "", commit: st
     else:
         with gitwork.checkout(repo_url) as work:
             log("promote", f"{model}: {source} -> {target}")
-            from components import gitops
+            from lwsflow.components import gitops
 
             change = gitops.promote(model, source, target, repo=work, overlays=OVERLAYS, push=True)
             sha = change.head
@@ -208,7 +208,7 @@ class RolloutOutput:
 
 def rollout_target(docs: list[dict[str, Any]]) -> tuple[str, str]:
     """``(target, namespace)`` for the controller from a model's built manifest."""
-    from controller.api import labels as L
+    from lwsflow.controller.api import labels as L
 
     ds = [d for d in docs if d.get("kind") == L.DS_KIND]
     lws = [d for d in docs if d.get("kind") == L.LWS_KIND]
@@ -234,9 +234,9 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
     """
     import tempfile
 
-    from components import deploy
-    from controller.kube.client import Kube
-    from controller.rollout.stages import parse_duration
+    from lwsflow.components import deploy
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.rollout.stages import parse_duration
 
     with gitwork.checkout(repo_url, commit=commit) as work:
         text = kustomize(work / OVERLAYS / env / model)
@@ -318,7 +318,7 @@ def revert_release(repo_url: str, commit: str, pin: str, message: str) -> str:
 
 def _annotation(docs: list[dict[str, Any]], key: str) -> str:
     """A catalog rollout setting (``lwsflow.io/<key>`` annotation) on the manifest's LWS/DS."""
-    from controller.api import labels as L
+    from lwsflow.controller.api import labels as L
 
     for d in docs:
         value = (d.get("metadata", {}).get("annotations") or {}).get(f"{L.LWSFLOW}/{key}")
@@ -344,7 +344,7 @@ def _makespan(report: dict[str, Any]) -> float:
 
 def smoke_hook(target: str, kubeconfig: str) -> Any:
     """The smoke test as the rollout's stage hook: each stage's new pods must serve before the next."""
-    from controller.rollout.hooks import HookContext, HookResult
+    from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
         rep = _smoke(target, ctx.namespace, kubeconfig)
@@ -358,8 +358,8 @@ def smoke_hook(target: str, kubeconfig: str) -> Any:
 def _smoke(target: str, namespace: str, kubeconfig: str) -> Any:
     import os
 
-    from components.smoke.model import SmokeConfig
-    from components.smoke.runner import run_smoke
+    from lwsflow.components.smoke.model import SmokeConfig
+    from lwsflow.components.smoke.runner import run_smoke
 
     token = os.environ.get(API_TOKEN_ENV) or None  # from a Secret, never a parameter
     return run_smoke(SmokeConfig(targets=[target], namespace=namespace, kubeconfig=kubeconfig or None,
@@ -376,7 +376,7 @@ class SmokeOutput:
 
 
 def smoke_test(target: str, namespace: str, kubeconfig: str = "", report_dir: str = "") -> SmokeOutput:
-    """Smoke-test the new revision's endpoints (``components.smoke.run_smoke``); fails when a check fails.
+    """Smoke-test the new revision's endpoints (``smoke.run_smoke``); fails when a check fails.
 
     The bearer token for the endpoints comes from ``$LWSFLOW_API_TOKEN`` (a Secret), never a parameter.
     """

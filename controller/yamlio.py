@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from controller.errors import InvalidInput
+from lwsflow.controller.errors import InvalidInput
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64

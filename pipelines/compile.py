@@ -2,7 +2,7 @@
 
 The committed copies live in ``pipelines/dist/``; a test recompiles and compares, so the YAML that
 platform teams upload can never drift from the Python source. Compiling needs no network. The
-committed copies use the default GPU-pool placement (:data:`components.step_placement.DEFAULT_PLACEMENT`);
+committed copies use the default GPU-pool placement (``step_placement.DEFAULT_PLACEMENT``);
 ``placement`` compiles for another pool.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from components.atomic import write_file_atomic
-from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
-from controller.yamlio import dump_yaml
-from pipelines.deploy_model import PIPELINE_NAME, argo_workflow_template, kfp_pipeline
+from lwsflow.components.atomic import write_file_atomic
+from lwsflow.components.step_placement import DEFAULT_PLACEMENT, StepPlacement
+from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.pipelines.deploy_model import PIPELINE_NAME, argo_workflow_template, kfp_pipeline
 
 DIST = Path(__file__).resolve().parent / "dist"
 

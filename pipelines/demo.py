@@ -1,6 +1,6 @@
 """``lwsflow demo``: the whole release flow on a fresh machine, with no cluster, in a few minutes.
 
-1. Start the local stack (``pipelines.local_run.start_stack``): the embedded cluster with the catalog's
+1. Start the local stack (``local_run.start_stack``): the embedded cluster with the catalog's
    GPU pools and stand-in engines behind an HTTPS Kubernetes API on 127.0.0.1, a ``docker-registry``
    and a bare GitOps repository holding the catalog, the engine build context and the overlays.
 2. For each model, run the real ``deploy-model`` pipeline through the kfp local runner: build and push
@@ -26,11 +26,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from components import gitwork
-from controller.api.objects import container_images
-from controller.errors import InvalidInput
-from controller.yamlio import parse_yaml_documents
-from pipelines.local_run import (
+from lwsflow.components import gitwork
+from lwsflow.controller.api.objects import container_images
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import parse_yaml_documents
+from lwsflow.pipelines.local_run import (
     ANSI,
     BROKEN_MARK,
     LocalStack,
@@ -96,7 +96,7 @@ class _Progress(io.TextIOBase):
 
     _KEEP = re.compile(r"^\s*\[(build-image|render|build-overlays|promote|rollout|smoke-test)\]|"
                        r"Executing task|finished with status")
-    # The last line of a failed task's traceback, e.g. "controller.errors.OperationFailed: msg".
+    # The last line of a failed task's traceback, e.g. "lwsflow.controller.errors.OperationFailed: msg".
     _ERROR = re.compile(r"^(?:[\w.]+\.)?(OperationFailed|InvalidInput|\w*Error): (.+)\Z")
 
     def __init__(self, sink: Any, show_failure: bool = True) -> None:
@@ -211,8 +211,8 @@ def _verdict(run: PipelineRun) -> str:
 def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> list[Path]:
     """``timeline.png``: every workload's desired/ready/updated groups and GPUs over cluster time
     (the simulator's plot); ``stages.png``: each rollout's stages, gate wait versus bake and hooks."""
-    from controller.sim.plot import plot
-    from pipelines.timeline import draw_timeline
+    from lwsflow.pipelines.timeline import draw_timeline
+    from lwsflow.sim.plot import plot
 
     pictures = [plot(stack.timeline, out / "timeline.png", title="lwsflow demo: the embedded cluster")]
     reports = {label: r.reports["rollout"] for label, r in runs.items() if "rollout" in r.reports}
@@ -224,8 +224,8 @@ def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> lis
 def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool = True,
              speed: float = 600.0, seed: bool = True, verbose: bool = False) -> int:
     """The demo; returns the exit code (0 when every release deployed and the bad one was caught)."""
-    from components.catalog import load_catalog
-    from pipelines.local_run import seed_cluster, start_stack
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.pipelines.local_run import seed_cluster, start_stack
 
     t0 = time.monotonic()
     VERBOSE[0] = verbose

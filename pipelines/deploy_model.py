@@ -3,10 +3,10 @@
     build-image ─▶ render ─▶ build-overlays ─▶ promote (source env) ─▶ rollout ─▶ smoke-test
         ─▶ promote (source → target env), only when every gate passed
 
-Both definitions are the same DAG over the same step functions (:mod:`components.steps`). Secrets (git
+Both definitions are the same DAG over the same step functions (:mod:`lwsflow.components.steps`). Secrets (git
 credentials, registry credentials, the endpoints' API token) reach steps as environment variables
 from Kubernetes Secrets, never as parameters. The smoke test runs in the GPU node pool: its node
-selector and tolerations are a compile-time setting (:mod:`components.step_placement`).
+selector and tolerations are a compile-time setting (:mod:`lwsflow.components.step_placement`).
 """
 
 
@@ -15,9 +15,9 @@ from typing import Any
 from kfp import dsl
 from kfp import kubernetes as kfp_k8s
 
-from components import hera_templates as ht
-from components import kfp_components as kc
-from components.step_placement import DEFAULT_PLACEMENT, StepPlacement
+from lwsflow.components import hera_templates as ht
+from lwsflow.components import kfp_components as kc
+from lwsflow.components.step_placement import DEFAULT_PLACEMENT, StepPlacement
 
 PIPELINE_NAME = "deploy-model"
 

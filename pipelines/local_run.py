@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import gitwork
-from controller.errors import InvalidInput
-from controller.yamlio import parse_yaml_documents
+from lwsflow.components import gitwork
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import parse_yaml_documents
 
 if TYPE_CHECKING:
-    from components.catalog import Catalog
+    from lwsflow.components.catalog import Catalog
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
@@ -58,8 +58,8 @@ def init_gitops_repo(root: Path, catalog: Path, release: str = "v1", *,
 
     ``loaded``: ``catalog`` already parsed by the caller, so it is not loaded a second time.
     """
-    from components.catalog import load_catalog
-    from components.overlays import render_to
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.overlays import render_to
 
     cat = loaded if loaded is not None else load_catalog(catalog)  # refuse a bad catalog before any git work
     root = root.resolve()  # the remote URL must not depend on the working directory of later steps
@@ -119,7 +119,7 @@ def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path,
     """Execute the kfp pipeline ``deploy-model`` locally; a failed task is reported, not raised."""
     from kfp import local
 
-    from pipelines.deploy_model import deploy_model
+    from lwsflow.pipelines.deploy_model import deploy_model
 
     if not model:
         raise InvalidInput("empty model name", field="model")
@@ -164,7 +164,7 @@ class LocalStack:
     repo: GitopsRepo
     kubeconfig: Path
     speed: float
-    timeline: Any = None  # controller.sim.timeline.Timeline: every LWS/DS over cluster time
+    timeline: Any = None  # lwsflow.sim.timeline.Timeline: every LWS/DS over cluster time
 
     def mark(self, label: str) -> None:
         """A labelled vertical line on the timeline picture at the cluster's current time."""
@@ -189,12 +189,12 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``."""
     import secrets
 
-    from components.catalog import load_catalog
-    from components.catalog_cluster import cluster_config_for
-    from components.images import LocalRegistry
-    from controller.sim.apiserver import ApiServer
-    from controller.sim.cluster import Cluster
-    from controller.sim.engine import EnginePodHook
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.catalog_cluster import cluster_config_for
+    from lwsflow.components.images import LocalRegistry
+    from lwsflow.sim.apiserver import ApiServer
+    from lwsflow.sim.cluster import Cluster
+    from lwsflow.sim.engine import EnginePodHook
 
     cat = loaded if loaded is not None else load_catalog(catalog_path)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -232,7 +232,7 @@ def _record_timeline(cluster: Any) -> Any:
     The timer runs in the cluster's own loop, under its lock, so sampling never races the
     controllers; it reschedules itself, so it must be armed before the loop thread starts.
     """
-    from controller.sim.timeline import Timeline
+    from lwsflow.sim.timeline import Timeline
 
     timeline = Timeline(start=cluster.now())
 
@@ -250,8 +250,8 @@ def seed_cluster(stack: LocalStack, env: str, models: list[str], deadline_s: flo
     Gives the pipeline's release something to roll out *over*, so it is a staged update. Returns the
     cluster seconds it took.
     """
-    from components import deploy, steps
-    from controller.kube.client import Kube
+    from lwsflow.components import deploy, steps
+    from lwsflow.controller.kube.client import Kube
 
     docs: list[dict[str, Any]] = []
     with gitwork.checkout(stack.repo.url) as work:

@@ -3,7 +3,7 @@
 Each lane starts at its own rollout's start, so the shapes compare (the demo rolls models one after
 another).
 
-Drawn from the rollout reports (``controller.rollout.report``): a stage bar runs from its start to
+Drawn from the rollout reports (``lwsflow.controller.rollout.report``): a stage bar runs from its start to
 its end, hatched up to the moment its gate passed (waiting for readiness), plain after (bake and
 hooks). Failed stages are red; a rollback is a black marker at its time.
 """

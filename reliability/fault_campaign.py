@@ -38,7 +38,7 @@ from fault_helpers import Trial, served  # noqa: E402
 from fault_smoke import EXPECTED_FAILS, smoke_gate_trial, smoke_trial  # noqa: E402
 from fault_trials import api_fault_trial, cluster_fault_trial, kill_pair_trial, kill_trial  # noqa: E402
 
-from controller.sim.apiserver import ApiFaults  # noqa: E402
+from lwsflow.sim.apiserver import ApiFaults  # noqa: E402
 
 CLUSTER_KINDS = ("pod-crash", "node-lost", "never-ready", "foreign-change")
 SEAMS = ("commit", "push")

@@ -1,7 +1,7 @@
 """Package the upstream LWS/DS CRD schemas into ``controller/api/crds/<plural>.json.gz``.
 
 Usage: ``.venv/bin/python scripts/pack_crds.py [--check]``. Reads
-``shared/reference/lws/crds/config__crd__bases__*.yaml`` (see ``controller.api.paths.shared_dir``);
+``shared/reference/lws/crds/config__crd__bases__*.yaml`` (see ``lwsflow.controller.api.paths.shared_dir``);
 ``--check`` exits 1 when a packaged file differs from a fresh extraction instead of writing.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.api.crd import CRD_SOURCES, PACKAGE_DIR, encode_packed, extract_crd_file
-from controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.crd import CRD_SOURCES, PACKAGE_DIR, encode_packed, extract_crd_file
+from lwsflow.controller.api.paths import lws_reference_dir
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.paths import lws_reference_dir
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -8,9 +8,9 @@ pair, and placement on the GPU pool, against cluster targets or explicit URLs. R
 
 from __future__ import annotations
 
-from components.smoke.model import CheckResult, Endpoint, SmokeConfig, SmokeReport
-from components.smoke.report import render_table, write_report
-from components.smoke.runner import run_smoke
+from lwsflow.components.smoke.model import CheckResult, Endpoint, SmokeConfig, SmokeReport
+from lwsflow.components.smoke.report import render_table, write_report
+from lwsflow.components.smoke.runner import run_smoke
 
 __all__ = ["CheckResult", "Endpoint", "SmokeConfig", "SmokeReport", "render_table", "run_smoke",
            "write_report"]

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.smoke import scrape, shapes
-from components.smoke.client import CheckError, SmokeClient
-from components.smoke.model import CheckResult, Endpoint, SmokeConfig
+from lwsflow.components.smoke import scrape, shapes
+from lwsflow.components.smoke.client import CheckError, SmokeClient
+from lwsflow.components.smoke.model import CheckResult, Endpoint, SmokeConfig
 
 UNKNOWN_MODEL = "lwsflow-smoke-no-such-model"
 GENERATION = ("completions", "chat", "completions-stream", "chat-stream")

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from components.smoke.model import SmokeConfig
-from controller.errors import InvalidInput
+from lwsflow.components.smoke.model import SmokeConfig
+from lwsflow.controller.errors import InvalidInput
 
 _RETRYABLE_STATUS = (502, 503, 504)
 

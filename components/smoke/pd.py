@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.smoke import scrape, shapes
-from components.smoke.checks import Outcome, skipped, timed
-from components.smoke.client import CheckError, SmokeClient
-from components.smoke.model import CheckResult, Endpoint, SmokeConfig
+from lwsflow.components.smoke import scrape, shapes
+from lwsflow.components.smoke.checks import Outcome, skipped, timed
+from lwsflow.components.smoke.client import CheckError, SmokeClient
+from lwsflow.components.smoke.model import CheckResult, Endpoint, SmokeConfig
 
 REQUIRED_PARAMS = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
 _PREFILL_PARAMS = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,

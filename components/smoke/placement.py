@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.api import labels
+from lwsflow.controller.api import labels
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.atomic import write_file_atomic
-from components.smoke.model import SmokeReport
+from lwsflow.components.atomic import write_file_atomic
+from lwsflow.components.smoke.model import SmokeReport
 
 
 def render_table(report: SmokeReport, width: int | None = None) -> str:

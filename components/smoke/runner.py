@@ -11,12 +11,12 @@ import time
 import uuid
 from collections import defaultdict
 
-from components.smoke import pd, placement, targets
-from components.smoke.checks import EndpointChecks, skipped
-from components.smoke.client import Deadline, SmokeClient
-from components.smoke.model import CheckResult, Endpoint, SmokeConfig, SmokeReport
-from controller.api import labels
-from controller.errors import ApiError, InvalidInput
+from lwsflow.components.smoke import pd, placement, targets
+from lwsflow.components.smoke.checks import EndpointChecks, skipped
+from lwsflow.components.smoke.client import Deadline, SmokeClient
+from lwsflow.components.smoke.model import CheckResult, Endpoint, SmokeConfig, SmokeReport
+from lwsflow.controller.api import labels
+from lwsflow.controller.errors import ApiError, InvalidInput
 
 # Long enough that a prefix-based P/D decider (uncached chars/4 >= nonCachedTokens) disaggregates.
 _FILLER = ("A LeaderWorkerSet runs one leader and several workers per replica; the leader serves HTTP, "
@@ -79,7 +79,7 @@ def run_smoke(cfg: SmokeConfig) -> SmokeReport:
 def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[Endpoint],
                                                                        list[tuple[Endpoint, Endpoint, str]]]:
     """Discover leader endpoints and P/D pairs; placement and discovery problems become checks."""
-    from controller.kube.client import Kube
+    from lwsflow.controller.kube.client import Kube
 
     t0 = time.monotonic()
     kube = Kube.connect(cfg.kubeconfig, cfg.context, attempts=cfg.retries)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.api import labels
-from controller.errors import ApiError, NotFound
-from controller.kube import resources
-from controller.kube.client import Kube
+from lwsflow.controller.api import labels
+from lwsflow.controller.errors import ApiError, NotFound
+from lwsflow.controller.kube import resources
+from lwsflow.controller.kube.client import Kube
 
 STS = resources.Resource("apps", "v1", "statefulsets")
 DEFAULT_PORT = 8000
@@ -45,7 +45,7 @@ class Discovery:
 
 
 class ClusterTargets:
-    """Reads LWS, pods, StatefulSets and nodes through ``controller.kube`` with bounded timeouts."""
+    """Reads LWS, pods, StatefulSets and nodes through ``lwsflow.controller.kube`` with bounded timeouts."""
 
     def __init__(self, kube: Kube, namespace: str, timeout_s: float) -> None:
         self.kube, self.ns, self.timeout = kube, namespace, timeout_s

@@ -3,7 +3,7 @@
 Modules: ``lws`` / ``ds`` / ``common`` (models), ``objects.parse``, ``crd`` (packaged CRD schemas),
 ``defaults``, ``validation`` (``validate_object``, ``validate_update``, ``unknown_fields``),
 ``status`` (rollout predicates), ``paths.shared_dir``. The heavy parts load on first use, so
-importing ``controller.api.labels`` stays cheap.
+importing ``lwsflow.controller.api.labels`` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from controller.api.paths import shared_dir
+from lwsflow.controller.api.paths import shared_dir
 
 _LAZY = {
-    "parse": "controller.api.objects",
-    "LeaderWorkerSet": "controller.api.lws",
-    "DisaggregatedSet": "controller.api.ds",
-    "default_object": "controller.api.defaults",
-    "validate_object": "controller.api.validation",
-    "validate_update": "controller.api.validation",
-    "unknown_fields": "controller.api.validation",
+    "parse": "lwsflow.controller.api.objects",
+    "LeaderWorkerSet": "lwsflow.controller.api.lws",
+    "DisaggregatedSet": "lwsflow.controller.api.ds",
+    "default_object": "lwsflow.controller.api.defaults",
+    "validate_object": "lwsflow.controller.api.validation",
+    "validate_update": "lwsflow.controller.api.validation",
+    "unknown_fields": "lwsflow.controller.api.validation",
 }
 
 __all__ = ["shared_dir", *_LAZY]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.api.crd import crd_for_object
-from controller.api.labels import LWS_KIND
+from lwsflow.controller.api.crd import crd_for_object
+from lwsflow.controller.api.labels import LWS_KIND
 
 
 def apply_structural_defaults(value: Any, schema: dict[str, Any]) -> None:

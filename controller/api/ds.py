@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from controller.api.common import (
+from lwsflow.controller.api.common import (
     ApiModel,
     Condition,
     IntOrString,
@@ -18,8 +18,8 @@ from controller.api.common import (
     TemplateMeta,
     resolve_int_or_percent,
 )
-from controller.api.labels import DS_API_VERSION, DS_KIND
-from controller.api.lws import LeaderWorkerSetSpec
+from lwsflow.controller.api.labels import DS_API_VERSION, DS_KIND
+from lwsflow.controller.api.lws import LeaderWorkerSetSpec
 
 ScalingMode = Literal["Static", "External"]
 PlacementType = Literal["None", "ExclusiveSlice", "ExclusiveTopology"]

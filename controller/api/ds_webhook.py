@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api.labels import EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY
-from controller.api.lws_webhook import (
+from lwsflow.controller.api.labels import EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY
+from lwsflow.controller.api.lws_webhook import (
     RUC_PATH,
     as_dict,
     as_int,
@@ -18,7 +18,7 @@ from controller.api.lws_webhook import (
     ruc_of,
     spec_errors,
 )
-from controller.errors import FieldError
+from lwsflow.controller.errors import FieldError
 
 # <ds>-<slice>-<rev8>-<role>-prv must be a DNS-1035 label: 3 dashes, 8 hash characters, "-prv"
 _SERVICE_OVERHEAD = 3 + 8 + 4

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from controller.api.common import ApiModel, Condition, IntOrString, ObjectMeta, resolve_int_or_percent
-from controller.api.labels import LWS_API_VERSION, LWS_KIND
+from lwsflow.controller.api.common import ApiModel, Condition, IntOrString, ObjectMeta, resolve_int_or_percent
+from lwsflow.controller.api.labels import LWS_API_VERSION, LWS_KIND
 
 RestartPolicy = Literal["RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None", "Default"]
 StartupPolicy = Literal["LeaderCreated", "LeaderReady"]
@@ -114,7 +114,7 @@ class LeaderWorkerSetSpec(ApiModel):
         return ruc.partition if ruc and ruc.partition is not None else 0
 
     def resolved_max_surge(self) -> int:
-        """maxSurge as groups: percent rounds up, capped at replicas (controller.go L304-L315)."""
+        """maxSurge as groups: percent rounds up, capped at replicas (upstream controller L304-L315)."""
         ruc = self._ruc()
         replicas = self.resolved_replicas()
         surge = resolve_int_or_percent(ruc.max_surge if ruc else None, replicas, round_up=True)

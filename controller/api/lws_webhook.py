@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from controller.api.common import as_dict, as_int, parse_percent, resolve_int_or_percent
-from controller.api.labels import SUBGROUP_EXCLUSIVE_TOPOLOGY
-from controller.errors import FieldError
+from lwsflow.controller.api.common import as_dict, as_int, parse_percent, resolve_int_or_percent
+from lwsflow.controller.api.labels import SUBGROUP_EXCLUSIVE_TOPOLOGY
+from lwsflow.controller.errors import FieldError
 
 MAX_INT32 = 2**31 - 1
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")

@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.api.common import field_path
-from controller.api.ds import DisaggregatedSet
-from controller.api.labels import DS_API_VERSION, DS_KIND, LWS_API_VERSION, LWS_KIND
-from controller.api.lws import LeaderWorkerSet
-from controller.errors import InvalidInput
+from lwsflow.controller.api.common import field_path
+from lwsflow.controller.api.ds import DisaggregatedSet
+from lwsflow.controller.api.labels import DS_API_VERSION, DS_KIND, LWS_API_VERSION, LWS_KIND
+from lwsflow.controller.api.lws import LeaderWorkerSet
+from lwsflow.controller.errors import InvalidInput
 
 ApiObject = LeaderWorkerSet | DisaggregatedSet
 
@@ -45,7 +45,7 @@ def container_images(obj: dict[str, Any]) -> list[str]:
 def parse(obj: dict[str, Any]) -> ApiObject:
     """The typed model of an LWS or DS manifest; InvalidInput naming the field otherwise.
 
-    Parsing checks types only; ``controller.api.validation.validate_object`` is the full check.
+    Parsing checks types only; ``lwsflow.controller.api.validation.validate_object`` is the full check.
     """
     if is_lws(obj):
         model: type[ApiObject] = LeaderWorkerSet

@@ -19,9 +19,9 @@ from typing import Any
 
 import jsonschema
 
-from controller.api.common import as_dict, field_path
-from controller.api.crd import crd_info
-from controller.errors import FieldError
+from lwsflow.controller.api.common import as_dict, field_path
+from lwsflow.controller.api.crd import crd_info
+from lwsflow.controller.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api.common import as_dict as _d
-from controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
+from lwsflow.controller.api.common import as_dict as _d
+from lwsflow.controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
 
 
 def _n(v: Any, default: int = 0) -> int:

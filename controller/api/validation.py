@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from controller.api.crd import crd_for_object
-from controller.api.defaults import default_object
-from controller.api.ds_webhook import ds_errors
-from controller.api.labels import DS_KIND, LWS_KIND
-from controller.api.lws_webhook import as_dict, lws_errors
-from controller.api.schema_check import CORE_TEMPLATE_FIELDS, schema_errors, structural_walk
-from controller.errors import FieldError
+from lwsflow.controller.api.crd import crd_for_object
+from lwsflow.controller.api.defaults import default_object
+from lwsflow.controller.api.ds_webhook import ds_errors
+from lwsflow.controller.api.labels import DS_KIND, LWS_KIND
+from lwsflow.controller.api.lws_webhook import as_dict, lws_errors
+from lwsflow.controller.api.schema_check import CORE_TEMPLATE_FIELDS, schema_errors, structural_walk
+from lwsflow.controller.errors import FieldError
 
 # LWS v1.0 fields the pinned CRD does not define: the typed API accepts them, so they are not unknown
 _V1_EXTENSIONS = re.compile(

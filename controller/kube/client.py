@@ -27,8 +27,15 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
-from controller.errors import ApiError, Conflict, InvalidInput, ServerError, TooManyRequests, api_error_for
-from controller.kube.resources import Resource
+from lwsflow.controller.errors import (
+    ApiError,
+    Conflict,
+    InvalidInput,
+    ServerError,
+    TooManyRequests,
+    api_error_for,
+)
+from lwsflow.controller.kube.resources import Resource
 
 log = logging.getLogger("lwsflow.kube")
 
@@ -39,7 +46,7 @@ RETRYABLE = (TooManyRequests, ServerError)
 
 
 def translate(exc: ApiException) -> ApiError:
-    """An ``ApiException`` as the matching :mod:`controller.errors` class (message from the Status)."""
+    """An ``ApiException`` as the matching :mod:`lwsflow.controller.errors` class (Status message)."""
     message, reason = exc.reason or "", ""
     body = getattr(exc, "body", None)
     if body:

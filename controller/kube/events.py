@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from controller.errors import ApiError
-from controller.kube.client import Kube
-from controller.kube.resources import EVENT
+from lwsflow.controller.errors import ApiError
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import EVENT
 
 log = logging.getLogger("lwsflow.events")
 COMPONENT = "lwsflow-rollout"

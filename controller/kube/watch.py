@@ -18,9 +18,9 @@ import urllib3
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
-from controller.errors import Gone, NotFound
-from controller.kube.client import Kube, translate
-from controller.kube.resources import Resource
+from lwsflow.controller.errors import Gone, NotFound
+from lwsflow.controller.kube.client import Kube, translate
+from lwsflow.controller.kube.resources import Resource
 
 log = logging.getLogger("lwsflow.kube.watch")
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, replace
 
-from controller.api import labels as L
-from controller.api.common import resolve_int_or_percent
-from controller.api.scheduling import tolerates
-from controller.rollout import gate
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.common import resolve_int_or_percent
+from lwsflow.controller.api.scheduling import tolerates
+from lwsflow.controller.rollout import gate
 
 Usage = dict[str, int]  # node -> GPUs one group holds there
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from controller.clock import Clock
-from controller.errors import InvalidInput
-from controller.kube.client import Kube
-from controller.kube.resources import DS
-from controller.rollout import gate
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.rollout.report import RolloutReport
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import DS
+from lwsflow.controller.rollout import gate
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.report import RolloutReport
 
 CANNOT_PAUSE = ("a DisaggregatedSet has no partition, so its rollout cannot be paused "
                 "(lws-semantics §f); use `lwsflow rollout abort` to roll it back")

@@ -1,11 +1,11 @@
 """The executor of a staged LWS rollout: ``run`` -> ``_step`` -> ``_gate`` -> ``_apply``.
 
-It asks the pure planner (:mod:`controller.rollout.planner`) what to do, does it through
-:mod:`controller.kube`, and persists progress on the LWS in the same write that makes it (state
+It asks the pure planner (:mod:`lwsflow.controller.rollout.planner`) what to do, does it through
+:mod:`lwsflow.controller.kube`, and persists progress on the LWS in the same write that makes it (state
 annotations and the partition move together), so a controller killed between any two requests and
 started again resumes at the right stage: never skipping a gate, never redoing a passed stage.
 
-Every wait is a watch with a deadline in the cluster's clock (:mod:`controller.clock`), never a
+Every wait is a watch with a deadline in the cluster's clock (:mod:`lwsflow.controller.clock`), never a
 tight poll. The engine does not know whether it talks to a real cluster or the embedded one.
 """
 
@@ -18,16 +18,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from controller.api import labels as L
-from controller.clock import Clock
-from controller.errors import Conflict
-from controller.kube import watch as kwatch
-from controller.kube.client import Kube
-from controller.kube.events import EventRecorder
-from controller.kube.resources import LWS, POD
-from controller.rollout import gate, planner, state
-from controller.rollout.hooks import Hook, HookContext, run_hook
-from controller.rollout.outcome import (
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import Conflict
+from lwsflow.controller.kube import watch as kwatch
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import EventRecorder
+from lwsflow.controller.kube.resources import LWS, POD
+from lwsflow.controller.rollout import gate, planner, state
+from lwsflow.controller.rollout.hooks import Hook, HookContext, run_hook
+from lwsflow.controller.rollout.outcome import (
     ABORTED,
     FAILED,
     PAUSED,
@@ -38,10 +38,10 @@ from controller.rollout.outcome import (
     Replan,
     StageFailed,
 )
-from controller.rollout.patches import deep_merge, partition_patch
-from controller.rollout.report import RolloutReport, StageRecord
-from controller.rollout.rollback import RollbackSteps
-from controller.rollout.stages import partition_for, resolve_stages
+from lwsflow.controller.rollout.patches import deep_merge, partition_patch
+from lwsflow.controller.rollout.report import RolloutReport, StageRecord
+from lwsflow.controller.rollout.rollback import RollbackSteps
+from lwsflow.controller.rollout.stages import partition_for, resolve_stages
 
 log = logging.getLogger("lwsflow.rollout")
 _PENDING = object()  # an observation that decides nothing yet

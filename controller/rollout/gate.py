@@ -6,7 +6,7 @@ stale, while the last groups turn ready. So a stage with user partition ``P`` pa
 ``UpdateInProgress`` is not True, every existing group (surge included) is ready, the non-surge
 updated count has reached the stage target, and, at the last stage, the full equality
 ``spec.replicas == status.replicas == status.readyReplicas == status.updatedReplicas`` holds (which
-also proves the surge groups were reclaimed). The predicates of :mod:`controller.api.status` (the
+also proves the surge groups were reclaimed). The predicates of :mod:`lwsflow.controller.api.status` (the
 one source of truth for the LWS semantics) must agree: the named checks here say *why* not.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import labels as L
-from controller.api import status as apistatus
-from controller.api.common import resolve_int_or_percent
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api import status as apistatus
+from lwsflow.controller.api.common import resolve_int_or_percent
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.rollout.report import RolloutReport
+from lwsflow.controller.rollout.report import RolloutReport
 
 SUCCEEDED, ROLLED_BACK, FAILED, ABORTED, PAUSED = "succeeded", "rolled-back", "failed", "aborted", "paused"
 

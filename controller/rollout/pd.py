@@ -16,14 +16,14 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from controller.api import labels as L
-from controller.clock import Clock
-from controller.errors import Conflict, InvalidInput
-from controller.kube.client import Kube
-from controller.kube.events import EventRecorder
-from controller.kube.resources import LWS
-from controller.rollout import gate, state
-from controller.rollout.engine import (
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import Conflict, InvalidInput
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import EventRecorder
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import (
     FAILED,
     PAUSED,
     ROLLED_BACK,
@@ -33,8 +33,8 @@ from controller.rollout.engine import (
     RolloutOptions,
     finish,
 )
-from controller.rollout.report import RolloutReport
-from controller.rollout.stages import resolve_stages, scale_fraction
+from lwsflow.controller.rollout.report import RolloutReport
+from lwsflow.controller.rollout.stages import resolve_stages, scale_fraction
 
 log = logging.getLogger("lwsflow.rollout.pd")
 ROLES = ("decode", "prefill")  # the order each stage moves in

@@ -1,6 +1,6 @@
 """The pure planner: persisted state + observed object -> the next action of a single-LWS rollout.
 
-No I/O and no clock: the executor (:mod:`controller.rollout.engine`) performs the action and asks
+No I/O and no clock: the executor (:mod:`lwsflow.controller.rollout.engine`) performs the action and asks
 again. Because every input is either on the object or in its annotations, a restarted controller
 asks the same question and gets the same answer, which is what makes resume crash-safe.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.rollout import gate, state
-from controller.rollout.stages import partition_for
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.stages import partition_for
 
 # action kinds
 START = "start"  # no active rollout: record previous template, freeze, apply

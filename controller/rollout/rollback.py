@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.api import labels as L
-from controller.errors import NotFound
-from controller.kube.resources import POD, STATEFULSET
-from controller.rollout import gate, state
-from controller.rollout.outcome import FAILED, PAUSED, ROLLED_BACK, ForeignTemplate, Outcome
-from controller.rollout.patches import deep_merge, merge_diff, partition_patch
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import NotFound
+from lwsflow.controller.kube.resources import POD, STATEFULSET
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.outcome import FAILED, PAUSED, ROLLED_BACK, ForeignTemplate, Outcome
+from lwsflow.controller.rollout.patches import deep_merge, merge_diff, partition_patch
 
 if TYPE_CHECKING:
-    from controller.rollout.engine import LwsRollout
+    from lwsflow.controller.rollout.engine import LwsRollout
 
 
 class RollbackSteps:
-    """Mixed into :class:`controller.rollout.engine.LwsRollout` (it supplies kube, obj, report...)."""
+    """Mixed into :class:`lwsflow.controller.rollout.engine.LwsRollout` (it supplies kube, obj, report...)."""
 
     def _fail(self: LwsRollout, st: state.RolloutState, reason: str) -> Outcome:
         self.events.emit(self.obj, "StageFailed", reason, warning=True)

@@ -11,16 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.api import labels as L
-from controller.clock import Clock, ClusterClock, WallClock
-from controller.errors import Forbidden, InvalidInput, NotFound
-from controller.kube.client import Kube
-from controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
-from controller.rollout import capacity, gate, state
-from controller.rollout.ds import DsRollout, refuse_pause
-from controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
-from controller.rollout.pd import ROLES, PairRollout, find_pair
-from controller.yamlio import load_yaml_documents
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.clock import Clock, ClusterClock, WallClock
+from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
+from lwsflow.controller.rollout import capacity, gate, state
+from lwsflow.controller.rollout.ds import DsRollout, refuse_pause
+from lwsflow.controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
+from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
+from lwsflow.controller.yamlio import load_yaml_documents
 
 # used with fullmatch: a "$" would let "lws/x\n" through as lws/x
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"

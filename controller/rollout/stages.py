@@ -2,7 +2,7 @@
 
 A stage is an absolute group count or a percent of ``spec.replicas`` rounded **up** (so ``25%`` of 3
 is 1 group, never 0). Counts must be strictly increasing and the last stage must update every group;
-anything else is refused with :class:`controller.errors.InvalidInput` naming the ``stages`` field.
+anything else is refused with :class:`lwsflow.controller.errors.InvalidInput` naming the ``stages`` field.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from controller.errors import InvalidInput
+from lwsflow.controller.errors import InvalidInput
 
 _ITEM = re.compile(r"(\d+)(%?)")  # used with fullmatch: "$" would let a trailing newline through
 _FIELD = "stages"

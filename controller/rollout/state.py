@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 
 STAGE_STARTED_EPOCH = ROLLOUT_PREFIX + "stage-started-epoch"  # read by the Argo CD health Lua
 

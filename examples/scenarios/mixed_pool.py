@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from controller.sim.evaluator.events import Event, JobCreate, LwsCreate, LwsDelete, NodeCreate, NodeDelete
+from lwsflow.sim.evaluator.events import Event, JobCreate, LwsCreate, LwsDelete, NodeCreate, NodeDelete
 
 MINUTE, HOUR = 60.0, 3600.0
 

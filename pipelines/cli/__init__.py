@@ -13,8 +13,8 @@ import sys
 
 import typer as typer_mod
 
-from controller.errors import InvalidInput, LwsflowError
-from pipelines.cli.app import app
+from lwsflow.controller.errors import InvalidInput, LwsflowError
+from lwsflow.pipelines.cli.app import app
 
 # Each area owns one module; importing it registers its commands on `app`.
 _COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline")
@@ -22,7 +22,7 @@ _COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pi
 
 def _register() -> None:
     for name in _COMMAND_MODULES:
-        importlib.import_module(f"pipelines.cli.{name}")
+        importlib.import_module(f"lwsflow.pipelines.cli.{name}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """GitOps commands: ``render``, ``build-overlays``, ``set-image``, ``promote``, ``argocd``.
 
-Thin wrappers over ``components.overlays``, ``components.kustomize``, ``components.gitops`` and
-``components.argocd``; every user error surfaces as one line with exit code 2.
+Thin wrappers over ``lwsflow.components.overlays``, ``.kustomize``, ``.gitops`` and ``.argocd``;
+every user error surfaces as one line with exit code 2.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli.app import app
+from lwsflow.pipelines.cli.app import app
 
 # Options shared by several commands below, declared once so their flags and help cannot drift apart.
 CheckOpt = Annotated[bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")]
@@ -28,8 +28,8 @@ def render(
     check: CheckOpt = False,
 ) -> None:
     """Render the catalog into a Kustomize tree (deterministic, atomic; keeps digest pins)."""
-    from components.catalog import load_catalog
-    from components.overlays import render_to
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.overlays import render_to
 
     cat = load_catalog(catalog)
     changed = render_to(cat, out, check=check)
@@ -54,7 +54,7 @@ def build_overlays(
     as_json: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
 ) -> None:
     """Kustomize-build every environment overlay and validate the LWS/DS in it (prod: digests only)."""
-    from components.kustomize import build_overlays as build
+    from lwsflow.components.kustomize import build_overlays as build
 
     results = build(tree, env)
     if as_json:
@@ -66,7 +66,7 @@ def build_overlays(
 
 
 def _report(change: object) -> None:
-    from components.gitops import GitChange
+    from lwsflow.components.gitops import GitChange
 
     assert isinstance(change, GitChange)
     if change.commit is None:
@@ -88,7 +88,7 @@ def set_image(
     push: PushOpt = False,
 ) -> None:
     """Pin a freshly built image digest in one environment: one validated git commit."""
-    from components.gitops import set_image as do
+    from lwsflow.components.gitops import set_image as do
 
     _report(do(model, env, digest, repo=repo, overlays=overlays, image=image, push=push))
 
@@ -103,7 +103,7 @@ def promote(
     push: PushOpt = False,
 ) -> None:
     """Promote the source environment's digest pin to the target: one validated git commit."""
-    from components.gitops import promote as do
+    from lwsflow.components.gitops import promote as do
 
     _report(do(model, source, target, repo=repo, overlays=overlays, push=push))
 
@@ -119,7 +119,7 @@ def argocd(
     check: CheckOpt = False,
 ) -> None:
     """Write Argo CD Applications (one per environment) and the argocd-cm health checks."""
-    from components.argocd import write_argocd
+    from lwsflow.components.argocd import write_argocd
 
     changed = write_argocd(
         tree, out, repo_url=repo_url, path=path, revision=revision, namespace=namespace, check=check

@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from controller.errors import InvalidInput
-from pipelines.cli.app import app
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.pipelines.cli.app import app
 
 pipeline_app = typer.Typer(help="Compile and submit the deploy-model pipeline (kfp and Argo).",
                            no_args_is_help=True)
@@ -43,8 +43,8 @@ def compile_cmd(
     any_node: AnyNodeOpt = False,
 ) -> None:
     """Compile deploy-model to kfp IR YAML and an Argo WorkflowTemplate (offline, milliseconds)."""
-    from components.step_placement import placement_from_flags
-    from pipelines.compile import compile_all
+    from lwsflow.components.step_placement import placement_from_flags
+    from lwsflow.pipelines.compile import compile_all
 
     placement = placement_from_flags(node_selector or [], toleration or [], any_node)
     for path in compile_all(out, placement):
@@ -76,14 +76,14 @@ def submit_cmd(
     any_node: AnyNodeOpt = False,
 ) -> None:
     """Submit deploy-model to a KFP endpoint or register it on an Argo Server (needs a real cluster)."""
-    from components.step_placement import placement_from_flags
+    from lwsflow.components.step_placement import placement_from_flags
 
     args = run_arguments(model, repo_url, image, stages)
     placement = placement_from_flags(node_selector or [], toleration or [], any_node)
     if kfp_host:
         import kfp
 
-        from pipelines.deploy_model import kfp_pipeline
+        from lwsflow.pipelines.deploy_model import kfp_pipeline
 
         pipeline = kfp_pipeline(placement)
         run = kfp.Client(host=kfp_host).create_run_from_pipeline_func(pipeline, arguments=args)
@@ -91,7 +91,7 @@ def submit_cmd(
     elif argo_host:
         from hera.shared import global_config
 
-        from pipelines.deploy_model import argo_workflow_template
+        from lwsflow.pipelines.deploy_model import argo_workflow_template
 
         global_config.host = argo_host
         global_config.token = os.environ.get("ARGO_TOKEN")  # a secret: from the environment, never a flag
@@ -111,7 +111,7 @@ def build_image_cmd(
     containerfile: Annotated[Path | None, typer.Option("--file", "-f", help="Containerfile")] = None,
 ) -> None:
     """Build an image with buildah, push it, print the reference pinned by the registry's digest."""
-    from components.images import build_image
+    from lwsflow.components.images import build_image
 
     built = build_image(context, image, containerfile=containerfile)
     print(json.dumps(built.to_dict(), indent=2))
@@ -130,8 +130,8 @@ def demo(
                                           help="show the kfp runner's whole output")] = False,
 ) -> None:
     """The whole flow on this machine: embedded cluster, registry, git; deploy-model through kfp local."""
-    from controller.api.paths import repo_root
-    from pipelines.demo import run_demo
+    from lwsflow.controller.api.paths import repo_root
+    from lwsflow.pipelines.demo import run_demo
 
     code = run_demo(out=out, catalog=catalog or repo_root() / "examples" / "catalog.yaml",
                     models=[m.strip() for m in models.split(",") if m.strip()],

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pipelines.cli.app import app
+from lwsflow.pipelines.cli.app import app
 
 _COLUMNS = (
     ("model", "Model"), ("role", "Role"), ("pool", "Pool"), ("tp", "TP"), ("pp", "PP"), ("size", "Size"),
@@ -25,9 +25,9 @@ _COLUMNS = (
 
 def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
     """The whole plan: one flat row per model and role (catalog order) and the pools' node usage."""
-    from components.catalog import load_catalog
-    from components.sizing import size_catalog
-    from controller.errors import InvalidInput
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.sizing import size_catalog
+    from lwsflow.controller.errors import InvalidInput
 
     catalog = load_catalog(catalog_path)
     if env is not None:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pipelines.cli.app import app
+from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
-    from controller.rollout.hooks import Hook
-    from controller.rollout.session import Target
+    from lwsflow.controller.rollout.hooks import Hook
+    from lwsflow.controller.rollout.session import Target
 
 ACTIONS = ("pause", "resume", "status", "abort")
 
@@ -55,12 +55,12 @@ def rollout(
     A DisaggregatedSet has no partition: its rollout is one gated stage and cannot be paused
     (abort rolls it back).
     """
-    from controller.errors import InvalidInput
-    from controller.kube.client import Kube
-    from controller.rollout import hooks as rhooks
-    from controller.rollout import session
-    from controller.rollout.engine import RolloutOptions
-    from controller.rollout.stages import parse_duration, parse_stage_spec
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.rollout import hooks as rhooks
+    from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.engine import RolloutOptions
+    from lwsflow.controller.rollout.stages import parse_duration, parse_stage_spec
 
     action = target_or_action if target_or_action in ACTIONS else "run"
     text = action_target if action != "run" else target_or_action
@@ -113,10 +113,10 @@ def rollout(
 
 
 def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
-    """The smoke test as a stage hook (components.smoke), so controller/ never imports components/."""
-    from components.smoke.model import SmokeConfig
-    from components.smoke.runner import run_smoke
-    from controller.rollout.hooks import HookContext, HookResult
+    """The smoke test as a stage hook (lwsflow.components.smoke), so controller/ never imports components/."""
+    from lwsflow.components.smoke.model import SmokeConfig
+    from lwsflow.components.smoke.runner import run_smoke
+    from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
         rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{target.name}"], namespace=ctx.namespace,

@@ -6,10 +6,10 @@ import importlib
 
 import typer
 
-from pipelines.cli.app import app
+from lwsflow.pipelines.cli.app import app
 
 sim_app = typer.Typer(help="The embedded, virtual-time GPU cluster.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")
 
 for _name in ("sim_run", "sim_serve", "sim_evaluate"):
-    importlib.import_module(f"pipelines.cli.{_name}")
+    importlib.import_module(f"lwsflow.pipelines.cli.{_name}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli.sim import sim_app
+from lwsflow.pipelines.cli.sim import sim_app
 
 
 @sim_app.command("evaluate")
@@ -29,11 +29,11 @@ def evaluate(
     """Evaluate GPU pool scheduling policies on a scenario (deadlines, waits, utilization, fragmentation)."""
     import json
 
-    from controller.errors import InvalidInput
-    from controller.sim import policies
-    from controller.sim.evaluator import metrics
-    from controller.sim.evaluator import scenario as scenarios
-    from controller.sim.evaluator.engine import Engine
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.sim import policies
+    from lwsflow.sim.evaluator import metrics
+    from lwsflow.sim.evaluator import scenario as scenarios
+    from lwsflow.sim.evaluator.engine import Engine
 
     names = list(dict.fromkeys(policy or policies.POLICIES))  # keep order, drop repeats
     chosen = [policies.get_policy(n) for n in names]
@@ -45,7 +45,7 @@ def evaluate(
     results = [Engine(sc, p).run() for p in chosen]
     summaries = {r.policy: metrics.summarize(r) for r in results}
     if plot is not None:
-        from controller.sim.evaluator import gantt
+        from lwsflow.sim.evaluator import gantt
         gantt.plot(results, plot, max_jobs=plot_jobs)
     if as_json:
         print(json.dumps({"scenario": sc.name, "seed": seed, "policies": summaries}, indent=2))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cli.sim import sim_app
+from lwsflow.pipelines.cli.sim import sim_app
 
 
 @sim_app.command("run")
@@ -18,13 +18,13 @@ def run(
     """Play a scenario on the embedded cluster and print per-LWS/role timelines."""
     import json
 
-    from controller.errors import OperationFailed
-    from controller.sim.scenario import load_scenario, run_scenario
+    from lwsflow.controller.errors import OperationFailed
+    from lwsflow.sim.scenario import load_scenario, run_scenario
 
     sc = load_scenario(scenario)
     result = run_scenario(sc)
     if plot_path is not None:
-        from controller.sim.plot import plot
+        from lwsflow.sim.plot import plot
 
         plot(result.timeline, plot_path, title=sc.name or scenario.name)
     if as_json:

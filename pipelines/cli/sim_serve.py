@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli.sim import sim_app
+from lwsflow.pipelines.cli.sim import sim_app
 
 
 @sim_app.command("serve")
@@ -57,10 +57,10 @@ def serve(
     import threading
     import time
 
-    from controller.errors import InvalidInput
-    from controller.sim.apiserver import ApiServer
-    from controller.sim.cluster import DEFAULT_SPEED, Cluster
-    from controller.sim.config import ClusterConfig
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.sim.apiserver import ApiServer
+    from lwsflow.sim.cluster import DEFAULT_SPEED, Cluster
+    from lwsflow.sim.config import ClusterConfig
 
     if not 0 <= port <= 65535:
         raise InvalidInput(f"must be between 0 and 65535, got {port}", field="--port")
@@ -72,8 +72,8 @@ def serve(
     if config is not None and catalog is not None:
         raise InvalidInput("give --config or --catalog, not both", field="--catalog")
     if catalog is not None:
-        from components.catalog import load_catalog
-        from components.catalog_cluster import cluster_config_for
+        from lwsflow.components.catalog import load_catalog
+        from lwsflow.components.catalog_cluster import cluster_config_for
 
         cfg = cluster_config_for(load_catalog(catalog))
     else:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from controller.errors import InvalidInput, OperationFailed
-from pipelines.cli.app import app
+from lwsflow.controller.errors import InvalidInput, OperationFailed
+from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
-    from components.smoke import SmokeConfig
+    from lwsflow.components.smoke import SmokeConfig
 
 _FIELD_FLAGS = {"urls": "--url", "prefill_url": "--prefill-url", "decode_url": "--decode-url",
                 "gateway_url": "--gateway-url", "targets": "TARGET", "max_ttft_s": "--max-ttft",
@@ -48,7 +48,7 @@ def build_config(**kw: object) -> SmokeConfig:
     """SmokeConfig from CLI values; a validation error becomes one InvalidInput naming the flag."""
     from pydantic import ValidationError
 
-    from components.smoke import SmokeConfig
+    from lwsflow.components.smoke import SmokeConfig
 
     try:
         return SmokeConfig(**kw)
@@ -91,7 +91,7 @@ def smoke(
     report: Annotated[Path | None, typer.Option("--report", help="also write the JSON report here")] = None,
 ) -> None:
     """Smoke-test endpoints: health, models, completions, streams, errors, metrics, P/D, placement."""
-    from components.smoke import render_table, run_smoke, write_report
+    from lwsflow.components.smoke import render_table, run_smoke, write_report
 
     cfg = build_config(
         targets=list(target or []), urls=list(url or []), prefill_url=prefill_url, decode_url=decode_url,
@@ -133,7 +133,7 @@ def engine_stub(
 
     from pydantic import ValidationError
 
-    from controller.sim.engine import parse_faults, start_engine
+    from lwsflow.sim.engine import parse_faults, start_engine
 
     parse_faults(mode, "--mode")  # name the flag in the one-line error
     api_key = None

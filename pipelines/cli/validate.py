@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from pipelines.cli.app import app
+from lwsflow.pipelines.cli.app import app
 
 _OURS = {"LeaderWorkerSet", "DisaggregatedSet", "DisaggregatedSetRoleScaler"}
 
@@ -36,8 +36,8 @@ def _label(doc: dict[str, Any], index: int) -> str:
 
 def check_document(doc: Any, index: int) -> tuple[str, list[str]] | None:
     """(KIND/NAME, problem lines) for one of our kinds; None for a kind that is skipped."""
-    from controller.api.crd import crd_for_object
-    from controller.api.validation import unknown_fields, validate_object
+    from lwsflow.controller.api.crd import crd_for_object
+    from lwsflow.controller.api.validation import unknown_fields, validate_object
 
     if not isinstance(doc, dict):
         return f"<document {index + 1}>", [f"not a mapping but a {type(doc).__name__}"]
@@ -53,8 +53,8 @@ def check_document(doc: Any, index: int) -> tuple[str, list[str]] | None:
 
 def validate_paths(paths: list[Path]) -> tuple[list[str], list[str], int]:
     """(problem lines, notes, objects checked) for the given files / directories."""
-    from controller.errors import InvalidInput
-    from controller.yamlio import load_yaml_documents
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.yamlio import load_yaml_documents
 
     problems: list[str] = []
     notes: list[str] = []
@@ -90,7 +90,7 @@ def validate(
     if not quiet:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-    from pipelines.cli import one_line
+    from lwsflow.pipelines.cli import one_line
 
     for line in problems:
         print(one_line(line))  # a hostile value quoted in a message must not split its line

@@ -6,9 +6,9 @@ import copy
 from functools import cache
 from typing import Any
 
-from controller.api.objects import is_ds, is_lws
-from controller.api.paths import lws_reference_dir
-from controller.yamlio import load_yaml_documents
+from lwsflow.controller.api.objects import is_ds, is_lws
+from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.yamlio import load_yaml_documents
 
 
 @cache

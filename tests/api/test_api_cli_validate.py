@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
-from controller.api.paths import lws_reference_dir, repo_root
-from controller.yamlio import dump_yaml_documents
-from pipelines.cli import main
+from lwsflow.controller.api.paths import lws_reference_dir, repo_root
+from lwsflow.controller.yamlio import dump_yaml_documents
+from lwsflow.pipelines.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:

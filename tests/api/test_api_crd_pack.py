@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from controller.api import crd
-from controller.api.paths import lws_reference_dir, repo_root
-from controller.api.schema_check import CEL_RULES, cel_sites
+from lwsflow.controller.api import crd
+from lwsflow.controller.api.paths import lws_reference_dir, repo_root
+from lwsflow.controller.api.schema_check import CEL_RULES, cel_sites
 
 
 @pytest.mark.parametrize("plural", sorted(crd.CRD_SOURCES))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.api.defaults import default_object
-from controller.api.schema_check import schema_errors, validator
-from controller.api.validation import validate_object
+from lwsflow.controller.api.defaults import default_object
+from lwsflow.controller.api.schema_check import schema_errors, validator
+from lwsflow.controller.api.validation import validate_object
 
 
 def test_lws_webhook_fills_missing_rollout_and_network(lws: dict[str, Any]) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.api import shared_dir
-from controller.api.paths import ENV_SHARED, lws_reference_dir, repo_root
+from lwsflow.controller.api import shared_dir
+from lwsflow.controller.api.paths import ENV_SHARED, lws_reference_dir, repo_root
 
 
 def test_default_is_next_to_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
-from controller.api import status
-from controller.api.validation import unknown_fields, validate_object, validate_update
+from lwsflow.controller.api import status
+from lwsflow.controller.api.validation import unknown_fields, validate_object, validate_update
 
 JUNK: list[Any] = [None, "x", -1, 2.5, True, [], {}, [1], 2**40]
 

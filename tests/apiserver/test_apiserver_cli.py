@@ -14,8 +14,8 @@ import pytest
 from apiserver_helpers import KUBECTL, LWS_SAMPLE, G, P, V, example
 from kubernetes import client, config
 
-from controller.api.paths import repo_root
-from pipelines.cli import main
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.pipelines.cli import main
 
 LWSFLOW = Path(sys.executable).parent / "lwsflow"
 EXAMPLE_CATALOG = repo_root() / "examples" / "catalog.yaml"

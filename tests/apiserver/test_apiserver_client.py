@@ -11,7 +11,7 @@ from apiserver_helpers import DS_SAMPLE, LWS_PATH, LWS_SAMPLE, G, P, V, example,
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from controller.sim.apiserver import ApiServer
+from lwsflow.sim.apiserver import ApiServer
 
 
 def _create(api_client, name: str = "lws-a", replicas: int = 3) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from apiserver_helpers import http
 
-from controller.sim.apiserver import ApiServer
+from lwsflow.sim.apiserver import ApiServer
 
 
 def test_version_and_groups(server: ApiServer) -> None:
@@ -62,7 +62,7 @@ def test_write_kubeconfig_finds_the_running_servers_ca(server: ApiServer, tmp_pa
 
     import yaml
 
-    from controller.sim.kubeconfig import write_kubeconfig
+    from lwsflow.sim.kubeconfig import write_kubeconfig
 
     path = write_kubeconfig(tmp_path / "kc", server.base_url, "tok")
     cfg = yaml.safe_load(path.read_text())

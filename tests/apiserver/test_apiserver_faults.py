@@ -6,7 +6,7 @@ import time
 
 from apiserver_helpers import LWS_PATH, http
 
-from controller.sim.apiserver import ApiFaults
+from lwsflow.sim.apiserver import ApiFaults
 
 CM_PATH = "/api/v1/namespaces/default/configmaps"
 

@@ -7,7 +7,7 @@ import socket
 
 from apiserver_helpers import LWS_PATH, LWS_SAMPLE, example, http
 
-from controller.sim.apiserver.tables import human_duration
+from lwsflow.sim.apiserver.tables import human_duration
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 CM_PATH = "/api/v1/namespaces/default/configmaps"

@@ -10,7 +10,7 @@ import time
 import yaml
 from apiserver_helpers import DS_SAMPLE, KUBECTL, LWS_SAMPLE, example
 
-from controller.sim.store import Store
+from lwsflow.sim.store import Store
 
 
 def _sample(name: str = "lws-a", replicas: int = 3) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.errors import Conflict, Unprocessable
-from controller.sim.apiserver import apply as ssa
-from controller.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
+from lwsflow.controller.errors import Conflict, Unprocessable
+from lwsflow.sim.apiserver import apply as ssa
+from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
 
 POD = {
     "spec": {

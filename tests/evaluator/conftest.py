@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.sim.evaluator import scenario
+from lwsflow.sim.evaluator import scenario
 
 
 @pytest.fixture(scope="session")

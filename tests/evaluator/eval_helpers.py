@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from controller.sim.evaluator.engine import Engine, Job, Result
-from controller.sim.evaluator.events import Event
-from controller.sim.evaluator.scenario import Scenario
-from controller.sim.policies import get_policy
+from lwsflow.sim.evaluator.engine import Engine, Job, Result
+from lwsflow.sim.evaluator.events import Event
+from lwsflow.sim.evaluator.scenario import Scenario
+from lwsflow.sim.policies import get_policy
 
 MIN, HOUR = 60.0, 3600.0
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from eval_helpers import HOUR, by_name, run
 
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig
-from controller.sim.evaluator.events import Event, JobCreate, NodeCreate
-from controller.sim.policies import get_policy
-from controller.sim.scheduler import NodeInfo, PodNeeds, Scheduler
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig
+from lwsflow.sim.evaluator.events import Event, JobCreate, NodeCreate
+from lwsflow.sim.policies import get_policy
+from lwsflow.sim.scheduler import NodeInfo, PodNeeds, Scheduler
 
 
 def _events() -> list[Event]:
@@ -75,8 +75,8 @@ def test_embedded_cluster_places_pods_by_the_policy(scoring: str, expect: str):
 ])
 def test_cluster_config_selects_the_policy(scoring: str, policy: str) -> None:
     """Policies are pluggable in the embedded cluster: ClusterConfig.scoring names one."""
-    from controller.sim.cluster import Cluster
-    from controller.sim.config import ClusterConfig
+    from lwsflow.sim.cluster import Cluster
+    from lwsflow.sim.config import ClusterConfig
 
     cfg = ClusterConfig.default().model_copy(update={"scoring": scoring})
     assert Cluster(cfg).scheduler.policy.name == policy

@@ -7,9 +7,9 @@ import random
 import pytest
 from eval_helpers import HOUR, by_name, run
 
-from controller.sim.evaluator import generators
-from controller.sim.evaluator.engine import PENDING, RUNNING, Engine
-from controller.sim.evaluator.events import Event, JobCreate, LwsCreate, NodeCreate
+from lwsflow.sim.evaluator import generators
+from lwsflow.sim.evaluator.engine import PENDING, RUNNING, Engine
+from lwsflow.sim.evaluator.events import Event, JobCreate, LwsCreate, NodeCreate
 
 
 def _contention() -> list[Event]:

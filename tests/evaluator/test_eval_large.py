@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from controller.sim.evaluator import generators, metrics, scenario
-from controller.sim.evaluator.engine import Engine
-from controller.sim.policies import get_policy
+from lwsflow.sim.evaluator import generators, metrics, scenario
+from lwsflow.sim.evaluator.engine import Engine
+from lwsflow.sim.policies import get_policy
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import random
 
 from eval_helpers import HOUR, MIN, by_name, run
 
-from controller.sim.evaluator.engine import RUNNING
-from controller.sim.evaluator.events import Event, JobCreate, LwsCreate, NodeCreate
-from controller.sim.policies import BasePolicy, get_policy, slack
+from lwsflow.sim.evaluator.engine import RUNNING
+from lwsflow.sim.evaluator.events import Event, JobCreate, LwsCreate, NodeCreate
+from lwsflow.sim.policies import BasePolicy, get_policy, slack
 
 
 def test_full_duration_slack_cannot_ping_pong():

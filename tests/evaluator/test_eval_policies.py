@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 from eval_helpers import HOUR, by_name, run
 
-from controller.sim.evaluator.engine import RUNNING
-from controller.sim.evaluator.events import JobCreate, NodeCreate
-from controller.sim.policies import POLICIES, BasePolicy, get_policy, slack
+from lwsflow.sim.evaluator.engine import RUNNING
+from lwsflow.sim.evaluator.events import JobCreate, NodeCreate
+from lwsflow.sim.policies import POLICIES, BasePolicy, get_policy, slack
 
 
 @dataclass

@@ -7,11 +7,11 @@ import json
 import pytest
 from eval_helpers import MIN, by_name
 
-from controller.sim.evaluator import metrics
-from controller.sim.evaluator.engine import Engine
-from controller.sim.evaluator.scenario import Scenario
-from controller.sim.policies import get_policy
-from pipelines.cli import main
+from lwsflow.pipelines.cli import main
+from lwsflow.sim.evaluator import metrics
+from lwsflow.sim.evaluator.engine import Engine
+from lwsflow.sim.evaluator.scenario import Scenario
+from lwsflow.sim.policies import get_policy
 
 
 def test_reference_shape(deadlines: Scenario):

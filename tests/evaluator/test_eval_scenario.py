@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from eval_helpers import HOUR, MIN, by_name, run
 
-from controller.errors import InvalidInput
-from controller.sim import policies
-from controller.sim.evaluator import events as ev
-from controller.sim.evaluator import scenario
-from pipelines.cli import main
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.pipelines.cli import main
+from lwsflow.sim import policies
+from lwsflow.sim.evaluator import events as ev
+from lwsflow.sim.evaluator import scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_yaml_errors_are_one_line_naming_the_field(tmp_path: Path, capsys: pytes
 
 
 def test_generator_by_module_and_by_file_is_seeded():
-    a = scenario.load("controller.sim.evaluator.generators:gang_contention", seed=1)
+    a = scenario.load("lwsflow.sim.evaluator.generators:gang_contention", seed=1)
     b = scenario.load("gang-contention", seed=1)
     c = scenario.load("gang-contention", seed=2)
     assert a.events == b.events != c.events
@@ -85,8 +85,8 @@ def test_generator_by_module_and_by_file_is_seeded():
 @pytest.mark.parametrize(("ref", "message"), [
     ("nope", "no such file or shipped scenario 'nope'"),
     ("no.such.module:fn", "cannot import 'no.such.module'"),
-    ("controller.sim.evaluator.generators:nothing", "has no function 'nothing'"),
-    ("controller.sim.evaluator.generators:", "expected module:function"),
+    ("lwsflow.sim.evaluator.generators:nothing", "has no function 'nothing'"),
+    ("lwsflow.sim.evaluator.generators:", "expected module:function"),
     ("missing.py:fn", "no such file"),
     ("staged-rollout-64-nodes", "no such file or shipped scenario"),  # a `sim run` rehearsal, not ours
 ])

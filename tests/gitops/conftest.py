@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from gitops_helpers import CATALOG, clone, git, identity, stand_in_render
 
-from components.catalog import Catalog, parse_catalog
-from components.overlays import render_to
+from lwsflow.components.catalog import Catalog, parse_catalog
+from lwsflow.components.overlays import render_to
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Helpers for the GitOps tests: a small catalog, a stand-in renderer of the same contract as
-``components.manifests.render_model`` (so tree logic is tested apart from the real renderer's
+``lwsflow.components.manifests.render_model`` (so tree logic is tested apart from the real renderer's
 output, which the example-catalog tests cover), and git helpers."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from components.catalog import Catalog, parse_catalog
-from controller.api import labels as L
+from lwsflow.components.catalog import Catalog, parse_catalog
+from lwsflow.controller.api import labels as L
 
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64

@@ -10,10 +10,16 @@ from typing import Any
 import lupa
 import pytest
 
-from components.argocd import HEALTH_KEY, PARTITION_POINTER, argocd_files, health_configmap, health_script
-from components.kustomize import kustomize_build
-from controller.yamlio import parse_yaml_documents
-from pipelines.cli import main
+from lwsflow.components.argocd import (
+    HEALTH_KEY,
+    PARTITION_POINTER,
+    argocd_files,
+    health_configmap,
+    health_script,
+)
+from lwsflow.components.kustomize import kustomize_build
+from lwsflow.controller.yamlio import parse_yaml_documents
+from lwsflow.pipelines.cli import main
 
 NOW = 1_800_000_000
 _SANDBOX = """
@@ -324,7 +330,7 @@ def test_applications_ignore_the_partition_and_build(tree: Path, tmp_path: Path)
 
 def test_committed_argocd_folder_is_current() -> None:
     """overlays/argocd/ is what `lwsflow argocd` writes for the committed tree (its repo URL kept)."""
-    from controller.api.paths import repo_root
+    from lwsflow.controller.api.paths import repo_root
 
     root = repo_root() / "overlays"
     url = parse_yaml_documents((root / "argocd" / "application-dev.yaml").read_bytes())[0]["spec"]["source"]
@@ -351,7 +357,7 @@ def test_sandbox_is_as_strict_as_argocd(body: str, runtime: str) -> None:
 
 def test_health_reads_the_annotations_the_rollout_controller_writes(runtime: str) -> None:
     """The Lua deadline check and the controller agree on names and formats (state.py writes them)."""
-    from controller.rollout import state
+    from lwsflow.controller.rollout import state
 
     rec = state.RolloutState(id="r1", phase=state.RUNNING, deadline_s=1800.0,
                              stage_started=state.iso(NOW - 2000))

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from gitops_helpers import DIGEST_A, DIGEST_B, DIGEST_C, clone, git
 
-from components.gitops import promote, set_image
-from components.kustomize import kustomize_build
-from components.overlays import container_images, existing_pins, read_kustomization
-from controller.errors import InvalidInput, OperationFailed
-from pipelines.cli import main
+from lwsflow.components.gitops import promote, set_image
+from lwsflow.components.kustomize import kustomize_build
+from lwsflow.components.overlays import container_images, existing_pins, read_kustomization
+from lwsflow.controller.errors import InvalidInput, OperationFailed
+from lwsflow.pipelines.cli import main
 
 
 def _pin(repo: Path, env: str, model: str) -> dict[str, dict[str, str]]:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from gitops_helpers import CATALOG, DIGEST_A, DIGEST_B, DIGEST_C, catalog_with, stand_in_render
 
-from components.catalog import Catalog
-from components.gitops import pin_entry
-from components.kustomize import build_overlays, kustomize_build
-from components.overlays import (
+from lwsflow.components.catalog import Catalog
+from lwsflow.components.gitops import pin_entry
+from lwsflow.components.kustomize import build_overlays, kustomize_build
+from lwsflow.components.overlays import (
     ImageRef,
     container_images,
     on_disk,
@@ -23,10 +23,10 @@ from components.overlays import (
     set_pins,
     write_tree,
 )
-from controller.api.paths import repo_root
-from controller.errors import InvalidInput
-from controller.yamlio import dump_yaml
-from pipelines.cli import main
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.pipelines.cli import main
 
 ROOT = repo_root()
 

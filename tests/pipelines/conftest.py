@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.images import LocalRegistry
+from lwsflow.components.images import LocalRegistry
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +42,6 @@ def example_catalog() -> Path:
 @pytest.fixture
 def gitops_repo(tmp_path: Path):  # -> GitopsRepo
     """A bare GitOps repo seeded with the example catalog, an engine build context and rendered overlays."""
-    from pipelines.local_run import init_gitops_repo
+    from lwsflow.pipelines.local_run import init_gitops_repo
 
     return init_gitops_repo(tmp_path / "git", EXAMPLE_CATALOG)

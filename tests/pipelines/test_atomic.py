@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.atomic import stage_file, write_file_atomic
+from lwsflow.components.atomic import stage_file, write_file_atomic
 
 
 def test_write_replaces_the_file_whole_and_leaves_nothing_else(tmp_path: Path) -> None:

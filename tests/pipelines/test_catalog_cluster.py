@@ -1,14 +1,14 @@
-"""``components.catalog_cluster``: a simulated cluster whose pools are a catalog's node pools."""
+"""``lwsflow.components.catalog_cluster``: a simulated cluster whose pools are a catalog's node pools."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from components.catalog import load_catalog
-from components.catalog_cluster import cluster_config_for, pool_config_for
-from controller.api import labels as L
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Taint
+from lwsflow.components.catalog import load_catalog
+from lwsflow.components.catalog_cluster import cluster_config_for, pool_config_for
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Taint
 
 GKE = "cloud.google.com/gke-accelerator"
 

@@ -13,8 +13,8 @@ from google.protobuf import json_format
 from kfp import components as kfp_components
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from controller.api.paths import shared_dir
-from pipelines.compile import DIST, argo_manifest, compile_all
+from lwsflow.controller.api.paths import shared_dir
+from lwsflow.pipelines.compile import DIST, argo_manifest, compile_all
 
 STEPS = ["build-image", "render", "build-overlays", "promote-source", "rollout", "smoke-test",
          "promote-target"]
@@ -77,8 +77,8 @@ def test_kfp_platform_spec_carries_secrets_and_the_gpu_pool(compiled: dict[str, 
 
 
 def test_default_placement_is_the_example_catalogs_h100_pool(example_catalog: Path) -> None:
-    from components.catalog import load_catalog
-    from components.step_placement import DEFAULT_PLACEMENT
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.step_placement import DEFAULT_PLACEMENT
 
     pool = next(p for p in load_catalog(example_catalog).nodePools if p.name == "h100x8")
     assert DEFAULT_PLACEMENT.node_selector == pool.nodeSelector
@@ -93,7 +93,7 @@ def _placed(kfp_path: Path, argo: dict) -> tuple[dict, dict]:
 
 
 def test_compile_places_the_smoke_test_where_the_flags_say(tmp_path: Path) -> None:
-    from pipelines.cli import main
+    from lwsflow.pipelines.cli import main
 
     assert main(["pipeline", "compile", "--out", str(tmp_path / "own"), "--node-selector", "pool=gpu-a",
                  "--node-selector", "zone=b", "--toleration", "dedicated=llm:NoExecute"]) == 0
@@ -123,7 +123,7 @@ def test_compile_places_the_smoke_test_where_the_flags_say(tmp_path: Path) -> No
 ])
 def test_bad_placement_flags_are_one_line_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       args: list[str], message: str) -> None:
-    from pipelines.cli import main
+    from lwsflow.pipelines.cli import main
 
     assert main(["pipeline", "compile", "--out", str(tmp_path), *args]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
@@ -179,7 +179,7 @@ def test_hera_round_trip_is_lossless_and_catches_misspelled_fields(compiled: dic
 
 def test_argo_inline_scripts_are_valid_python_that_call_the_step_functions() -> None:
     """Argo runs each script's source as it is: it must compile (a top-level ``return`` would not)."""
-    from components import steps
+    from lwsflow.components import steps
 
     templates = argo_manifest()["spec"]["templates"]
     scripts = {t["name"]: t["script"]["source"] for t in templates if "script" in t}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import main
+from lwsflow.pipelines.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -31,5 +31,5 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
     assert "llama-70b" in out and "cluster on the old revision" in out
     # the gate's verdict as one clean line; no exception class paths in the progress
     assert "bad release: rolled back at stage 1: deadline (" in out
-    assert "controller.errors" not in out and "Traceback" not in out
+    assert "lwsflow.controller.errors" not in out and "Traceback" not in out
     assert code == 0

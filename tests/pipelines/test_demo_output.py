@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from pipelines.demo import _Progress, _verdict
-from pipelines.local_run import PipelineRun
-from pipelines.timeline import draw_timeline
+from lwsflow.pipelines.demo import _Progress, _verdict
+from lwsflow.pipelines.local_run import PipelineRun
+from lwsflow.pipelines.timeline import draw_timeline
 
 TRACE = ("12:00:00.123 - INFO - Executing task 'build-image'\n"
          "Traceback (most recent call last):\n"
          '  File "/x/steps.py", line 1, in build_image\n'
-         "controller.errors.OperationFailed: registry 127.0.0.1:1 unreachable\n"
+         "lwsflow.controller.errors.OperationFailed: registry 127.0.0.1:1 unreachable\n"
          "ValueError: boom\n")
 
 

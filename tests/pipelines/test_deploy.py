@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.deploy import feasible_stages
-from controller.api.objects import container_images
+from lwsflow.components.deploy import feasible_stages
+from lwsflow.controller.api.objects import container_images
 
 
 @pytest.mark.parametrize(("stages", "replicas", "want", "dropped"), [

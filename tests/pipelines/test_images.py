@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.images import BuiltImage, ImageRef, LocalRegistry, build_image, manifest_digest
-from controller.errors import InvalidInput, OperationFailed
+from lwsflow.components.images import BuiltImage, ImageRef, LocalRegistry, build_image, manifest_digest
+from lwsflow.controller.errors import InvalidInput, OperationFailed
 
 
 def test_build_and_push_returns_the_registry_digest(registry: LocalRegistry, build_context: Path,
@@ -86,7 +86,7 @@ def test_registry_credentials_go_through_a_private_authfile(tmp_path: Path,
     import json
     import stat
 
-    from components import images
+    from lwsflow.components import images
 
     monkeypatch.setenv(images.ENV_REGISTRY_USER, "robot")
     monkeypatch.setenv(images.ENV_REGISTRY_PASSWORD, "canary-pw-4711")

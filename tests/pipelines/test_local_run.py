@@ -12,8 +12,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components import gitwork
-from pipelines.local_run import BROKEN_MARK, LocalStack, commit_engine_context, run_deploy_model, seed_cluster
+from lwsflow.components import gitwork
+from lwsflow.pipelines.local_run import (
+    BROKEN_MARK,
+    LocalStack,
+    commit_engine_context,
+    run_deploy_model,
+    seed_cluster,
+)
 
 pytestmark = pytest.mark.slow
 LWS_KEY = "leaderworkersets.leaderworkerset.x-k8s.io"
@@ -22,7 +28,7 @@ MODEL = "llama-70b"  # 2 groups in dev, stages 1,100%: a real two-stage rollout
 
 @pytest.fixture
 def stack(tmp_path: Path, example_catalog: Path) -> Iterator[LocalStack]:
-    from pipelines.local_run import start_stack
+    from lwsflow.pipelines.local_run import start_stack
 
     s = start_stack(tmp_path / "work", example_catalog, speed=600.0)
     try:

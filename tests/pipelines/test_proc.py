@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from components.proc import run_bounded
-from controller.errors import OperationFailed
+from lwsflow.components.proc import run_bounded
+from lwsflow.controller.errors import OperationFailed
 
 
 def test_output_is_captured_and_a_failure_is_returned_not_raised() -> None:

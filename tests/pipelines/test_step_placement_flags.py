@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.step_placement import parse_node_selector, parse_toleration
-from controller.errors import InvalidInput
+from lwsflow.components.step_placement import parse_node_selector, parse_toleration
+from lwsflow.controller.errors import InvalidInput
 
 
 @pytest.mark.parametrize("item", ["pool=h100\n", "pool\n=h100", "a/pool=h100\n"])

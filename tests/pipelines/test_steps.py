@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components import gitwork, steps
-from components.images import LocalRegistry
-from controller.errors import InvalidInput, OperationFailed
-from controller.yamlio import parse_yaml_documents
+from lwsflow.components import gitwork, steps
+from lwsflow.components.images import LocalRegistry
+from lwsflow.controller.errors import InvalidInput, OperationFailed
+from lwsflow.controller.yamlio import parse_yaml_documents
 
 MODEL = "llama-8b"
 
@@ -98,7 +98,7 @@ def test_rollout_target_from_manifests() -> None:
 def test_gitops_repo_from_a_relative_work_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               example_catalog: Path) -> None:
     """`lwsflow demo` defaults to a relative --out: the seeded remote must still be reachable."""
-    from pipelines.local_run import init_gitops_repo
+    from lwsflow.pipelines.local_run import init_gitops_repo
 
     monkeypatch.chdir(tmp_path)
     repo = init_gitops_repo(Path("rel/work"), example_catalog)

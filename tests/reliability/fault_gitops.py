@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fault_helpers import Trial
 
-from controller.errors import OperationFailed
+from lwsflow.controller.errors import OperationFailed
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "examples" / "catalog.yaml"
@@ -55,7 +55,7 @@ def make_remote(tmp: Path) -> Path:
     git(seed, "commit", "-q", "-m", "render")
     remote = tmp / "remote.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(seed), str(remote)], check=True, timeout=60)
-    from components.gitops import set_image
+    from lwsflow.components.gitops import set_image
 
     set_image("llama-8b", "dev", DIGEST_DEV, repo=clone(remote, tmp / "setup"), push=True)
     return remote
@@ -142,7 +142,7 @@ def seam_trial_cli(tmp: Path, seam: str) -> Trial:
     return trial
 
 
-STEP = ("import sys; from components.steps import promote; "
+STEP = ("import sys; from lwsflow.components.steps import promote; "
         "print(promote(sys.argv[1], 'llama-8b', 'staging', source='dev').commit)")
 
 
@@ -178,7 +178,7 @@ def race_trial(tmp: Path, seed: int, racers: int = 6) -> Trial:
     """``racers`` set-image --push to distinct overlays from separate clones at the same instant, plus
     two racing for the same overlay: every one lands or fails loudly, a failed one lands on rerun,
     the remote ends with every distinct pin, and nothing was ever forced."""
-    from components.gitops import set_image
+    from lwsflow.components.gitops import set_image
 
     t0 = time.monotonic()
     trial = Trial("gitops-race", f"race{seed}")

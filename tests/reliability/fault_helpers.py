@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.api import labels as L
-from controller.kube.client import Kube
-from controller.kube.resources import LWS
-from controller.rollout import gate, state
-from controller.sim.apiserver import ApiFaults, ApiServer
-from controller.sim.apiserver.server import RequestRecord
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Timings
-from controller.sim.store import Event
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.sim.apiserver import ApiFaults, ApiServer
+from lwsflow.sim.apiserver.server import RequestRecord
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.store import Event
 
 SPEED = 200.0  # virtual seconds per wall second: a 20 s model load takes 0.1 s
 TOKEN = "fault-campaign-token"
@@ -230,7 +230,7 @@ def start_env(tmp: Path, *, faults: ApiFaults | None = None, speed: float = SPEE
     faults = faults or ApiFaults()
     cluster = Cluster(cluster_config(nodes))
     if engines:
-        from controller.sim.engine import EnginePodHook
+        from lwsflow.sim.engine import EnginePodHook
 
         cluster.pod_hooks.append(EnginePodHook(side_channel_port=0))
     history = History()

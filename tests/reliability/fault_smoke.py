@@ -9,13 +9,13 @@ import time
 
 from fault_helpers import NS, FaultEnv, Trial, final_problems, history_problems, lws_manifest, release
 
-from components.smoke import SmokeConfig, run_smoke
-from controller.api import labels as L
-from controller.kube.resources import LWS
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.rollout.hooks import HookContext, HookResult
-from controller.rollout.session import clock_for
-from controller.sim.engine import ENGINE_MODE_ANNOTATION, start_engine
+from lwsflow.components.smoke import SmokeConfig, run_smoke
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.hooks import HookContext, HookResult
+from lwsflow.controller.rollout.session import clock_for
+from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION, start_engine
 
 GENERATION = {"completions", "chat", "completions-stream", "chat-stream"}
 # engine mode (its natural scope) -> the checks that must fail

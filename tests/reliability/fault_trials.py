@@ -31,15 +31,15 @@ from fault_helpers import (
     release,
 )
 
-from controller.api import labels as L
-from controller.kube.resources import LWS, POD
-from controller.rollout import state
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.rollout.gate import partition
-from controller.rollout.gate import replicas as gate_replicas
-from controller.rollout.session import clock_for
-from controller.sim.faults import Fault, inject
-from controller.yamlio import dump_yaml
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.resources import LWS, POD
+from lwsflow.controller.rollout import state
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.gate import partition
+from lwsflow.controller.rollout.gate import replicas as gate_replicas
+from lwsflow.controller.rollout.session import clock_for
+from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.sim.faults import Fault, inject
 
 STAGES = "1,2,3,100%"
 TARGETS = [1, 2, 3, 4]

@@ -347,7 +347,7 @@ FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
 
 def _known_keys(path: str) -> set[str]:
     """Field names of the pydantic model at a catalog path (aliases included), for unknown-key cases."""
-    from components import catalog as c
+    from lwsflow.components import catalog as c
 
     leaf = re.sub(r"\[\d+\]", "", path).split(".")[-1] if path else ""
     cls = {"": c.Catalog, "nodePools": c.NodePool, "models": c.ModelSpec, "architecture": c.Architecture,
@@ -425,8 +425,8 @@ def invalid_catalogs(draw: st.DrawFn, bases: st.SearchStrategy[dict[str, Any]] |
 @cache
 def _rendered_workloads() -> tuple[dict[str, Any], ...]:
     """Every LWS and DS the renderer makes from the example catalog (valid by construction)."""
-    from components.catalog import load_catalog
-    from components.manifests import render_catalog
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.components.manifests import render_catalog
 
     cat = load_catalog(EXAMPLES / "catalog.yaml")
     return tuple(o for objs in render_catalog(cat).values() for o in objs

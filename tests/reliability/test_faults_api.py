@@ -11,12 +11,12 @@ import pytest
 from fault_helpers import NS, lws_manifest, release, served
 from fault_trials import api_fault_trial
 
-from controller.kube.client import Kube
-from controller.kube.resources import LWS
-from controller.rollout import state
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.rollout.session import clock_for
-from controller.sim.apiserver import ApiFaults
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout import state
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.session import clock_for
+from lwsflow.sim.apiserver import ApiFaults
 
 
 @pytest.mark.parametrize("seed", [101, 202])

@@ -14,7 +14,7 @@ import pytest
 from fault_helpers import NEW_IMAGE, OLD_IMAGE, Change, FaultEnv, decode_first_problems, served, start_env
 from fault_trials import kill_pair_trial, kill_trial
 
-from controller.sim.apiserver import ApiFaults
+from lwsflow.sim.apiserver import ApiFaults
 
 
 @pytest.fixture(scope="module")

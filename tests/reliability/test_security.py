@@ -91,7 +91,7 @@ def test_secret_literal_in_catalog_is_refused_without_echoing_it(where: str, tmp
 
 @pytest.fixture
 def engine_with_key() -> Iterator[tuple[str, str]]:
-    from controller.sim.engine import start_engine
+    from lwsflow.sim.engine import start_engine
 
     key = canary()
     with start_engine(api_key=key) as handle:
@@ -116,8 +116,8 @@ def test_smoke_bearer_token_never_surfaces(right_token: bool, engine_with_key: t
 
 
 def test_git_and_registry_credentials_stay_out_of_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components import gitwork, images
-    from controller.errors import OperationFailed
+    from lwsflow.components import gitwork, images
+    from lwsflow.controller.errors import OperationFailed
 
     value = canary()
     for name in CREDENTIAL_ENV:
@@ -136,8 +136,8 @@ def test_git_and_registry_credentials_stay_out_of_errors(monkeypatch: pytest.Mon
 
 
 def test_compiled_pipelines_take_credentials_from_secrets_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components.catalog import looks_secret
-    from pipelines.compile import argo_manifest
+    from lwsflow.components.catalog import looks_secret
+    from lwsflow.pipelines.compile import argo_manifest
 
     value = canary()
     for name in CREDENTIAL_ENV:
@@ -218,8 +218,8 @@ def pod_security_problems(objs: list[dict[str, Any]]) -> list[str]:
 
 
 def _rendered_objects(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    from components.catalog import parse_catalog
-    from components.manifests import render_catalog
+    from lwsflow.components.catalog import parse_catalog
+    from lwsflow.components.manifests import render_catalog
 
     cat = parse_catalog(doc)
     return [o for env in (None, *(e.name for e in cat.environments))
@@ -256,8 +256,8 @@ def test_detector_sees_a_privileged_pod() -> None:
 
 def test_multi_node_launch_quotes_catalog_values_for_the_shell(tmp_path: Path) -> None:
     """405B runs through ``/bin/sh -c``: hostile model ids and extra args stay single arguments."""
-    from components.catalog import parse_catalog
-    from components.manifests import render_model
+    from lwsflow.components.catalog import parse_catalog
+    from lwsflow.components.manifests import render_model
 
     hostile = ["--served-model-name", "x; touch /tmp/pwned", "$(id)", "`id`", "a'b", "--x=\"$HOME\""]
     doc = example_catalog_doc()
@@ -278,7 +278,7 @@ def test_multi_node_launch_quotes_catalog_values_for_the_shell(tmp_path: Path) -
 @pytest.mark.parametrize("tree", ["committed", "rendered"])
 def test_prod_overlay_images_are_digests_only(tree: str, tmp_path: Path) -> None:
     """The shipped ``overlays/prod`` and a fresh render of the example catalog, built by kustomize."""
-    from components.kustomize import build_overlays
+    from lwsflow.components.kustomize import build_overlays
 
     out = REPO / "overlays"
     if tree == "rendered":
@@ -337,8 +337,8 @@ def assert_loopback_only(port: int) -> None:
 
 
 def test_embedded_api_server_binds_loopback_by_default() -> None:
-    from controller.sim.apiserver import ApiServer
-    from controller.sim.store import Store
+    from lwsflow.sim.apiserver import ApiServer
+    from lwsflow.sim.store import Store
 
     with ApiServer(Store()) as api:
         assert api.host == "127.0.0.1"
@@ -346,7 +346,7 @@ def test_embedded_api_server_binds_loopback_by_default() -> None:
 
 
 def test_stand_in_engine_binds_loopback_by_default() -> None:
-    from controller.sim.engine import start_engine
+    from lwsflow.sim.engine import start_engine
 
     with start_engine() as agg, start_engine(role="prefill") as prefill:
         assert_loopback_only(agg.port)
@@ -357,7 +357,7 @@ def test_stand_in_engine_binds_loopback_by_default() -> None:
 
 
 def test_local_registry_binds_loopback() -> None:
-    from components.images import LocalRegistry
+    from lwsflow.components.images import LocalRegistry
 
     with LocalRegistry() as reg:
         assert_loopback_only(reg.port)
@@ -398,8 +398,8 @@ def _first_line(proc: subprocess.Popen[str], deadline_s: float) -> str:
 
 
 def test_embedded_api_refuses_requests_without_the_token(tmp_path: Path) -> None:
-    from controller.sim.apiserver import ApiServer
-    from controller.sim.store import Store
+    from lwsflow.sim.apiserver import ApiServer
+    from lwsflow.sim.store import Store
 
     token = canary()
     with ApiServer(Store(), token=token) as api:

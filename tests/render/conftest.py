@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from render_helpers import EXAMPLE_CATALOG
 
-from components.catalog import Catalog, load_catalog
+from lwsflow.components.catalog import Catalog, load_catalog
 
 
 @pytest.fixture(scope="session")

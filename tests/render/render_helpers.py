@@ -6,7 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from components.catalog import Catalog, parse_catalog
+from lwsflow.components.catalog import Catalog, parse_catalog
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CATALOG = REPO / "examples" / "catalog.yaml"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from render_helpers import LLAMA_405B, catalog_doc
 
-from components.catalog import load_catalog, parse_catalog
-from controller.errors import InvalidInput
+from lwsflow.components.catalog import load_catalog, parse_catalog
+from lwsflow.controller.errors import InvalidInput
 
 M = "models[llama-405b]"
 SECRET_REF = {"name": "hf", "key": "token"}

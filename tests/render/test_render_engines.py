@@ -6,8 +6,8 @@ from typing import Any
 
 from render_helpers import LLAMA_8B, LLAMA_70B, LLAMA_405B, build, model
 
-from components.engines import Launch, launch
-from components.sizing import size_model
+from lwsflow.components.engines import Launch, launch
+from lwsflow.components.sizing import size_model
 
 
 def _launch(spec_doc: dict[str, Any], leader: bool = True) -> Launch:

@@ -13,20 +13,20 @@ from typing import Any
 import pytest
 from render_helpers import EXAMPLE_CATALOG, LLAMA_8B, LLAMA_405B, REPO, build, model
 
-from components.catalog import Catalog, load_catalog
-from components.manifests import render_catalog, render_model
-from components.manifests_pod import assert_no_secret_literals
-from controller.api import labels as L
-from controller.api.validation import unknown_fields, validate_object
-from controller.errors import InvalidInput
-from controller.yamlio import dump_yaml_documents
+from lwsflow.components.catalog import Catalog, load_catalog
+from lwsflow.components.manifests import render_catalog, render_model
+from lwsflow.components.manifests_pod import assert_no_secret_literals
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.validation import unknown_fields, validate_object
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import dump_yaml_documents
 
 ENVS = [None, "dev", "staging", "prod"]
 RENDER_SCRIPT = """
 import sys
-from components.catalog import load_catalog
-from components.manifests import render_catalog
-from controller.yamlio import dump_yaml_documents
+from lwsflow.components.catalog import load_catalog
+from lwsflow.components.manifests import render_catalog
+from lwsflow.controller.yamlio import dump_yaml_documents
 rendered = render_catalog(load_catalog(sys.argv[1]))
 sys.stdout.write(dump_yaml_documents([o for objs in rendered.values() for o in objs]))
 """

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from render_helpers import EXAMPLE_CATALOG, H100, LLAMA_405B, REPO, catalog_doc, model
 
-from pipelines.cli import main
+from lwsflow.pipelines.cli import main
 
 
 def _write(tmp_path: Path, doc: dict[str, Any]) -> Path:

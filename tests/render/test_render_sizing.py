@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from render_helpers import H100, LLAMA_8B, LLAMA_70B, LLAMA_405B, build, model
 
-from components.sizing import memory_needs, resolve_int_or_percent, size_model
-from controller.errors import InvalidInput
+from lwsflow.components.sizing import memory_needs, resolve_int_or_percent, size_model
+from lwsflow.controller.errors import InvalidInput
 
 
 def test_405b_bf16_reference_needs_two_h100_nodes() -> None:

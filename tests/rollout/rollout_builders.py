@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller.rollout import state
+from lwsflow.controller.rollout import state
 
 
 def lws(name: str = "m", *, replicas: int = 4, partition: int | None = 0, max_surge: Any = 0,

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.api import labels as L
-from controller.kube.client import Kube
-from controller.kube.resources import DS, LWS
-from controller.rollout import gate, session
-from controller.sim.apiserver import ApiFaults, ApiServer
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Timings
-from controller.sim.store import Event
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.controller.rollout import gate, session
+from lwsflow.sim.apiserver import ApiFaults, ApiServer
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.store import Event
 
 SPEED = 200.0  # virtual seconds per wall second
 TOKEN = "rollout-test-token"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rollout_builders import lws
 
-from controller.api import labels as L
-from controller.rollout import capacity, gate
-from controller.rollout.capacity import Budget
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.rollout import capacity, gate
+from lwsflow.controller.rollout.capacity import Budget
 
 
 def node(name: str, gpus: int, *, pool: str = "h100", taint: bool = True, ready: bool = True) -> dict:

@@ -9,13 +9,13 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from rollout_env import NS, TOKEN, lws_manifest, make_env, new_release
 
-from controller.errors import NotFound, Unauthorized
-from controller.kube.client import Kube
-from controller.kube.resources import LWS
-from controller.rollout import gate, state
-from controller.rollout.engine import LwsRollout, RolloutOptions
-from controller.sim.apiserver import ApiFaults
-from controller.sim.kubeconfig import write_kubeconfig
+from lwsflow.controller.errors import NotFound, Unauthorized
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.sim.apiserver import ApiFaults
+from lwsflow.sim.kubeconfig import write_kubeconfig
 
 
 def test_retry_after_is_honoured_and_bounded(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_retry_after_is_honoured_and_bounded(tmp_path: Path) -> None:
         faults.error_rate = 1.0
         with pytest.raises(Exception) as exc:  # bounded: the last error surfaces, translated
             few.get(LWS, NS, "absent")
-        assert type(exc.value).__module__ == "controller.errors"
+        assert type(exc.value).__module__ == "lwsflow.controller.errors"
     finally:
         env.close()
 
@@ -43,7 +43,7 @@ def test_wrong_token_is_translated_to_unauthorized(tmp_path: Path) -> None:
     try:
         bad = write_kubeconfig(tmp_path / "bad", env.server.base_url, "not-" + TOKEN,
                                ca_pem=env.server.ca_pem)
-        with pytest.raises(Unauthorized) as exc:  # controller.errors, never the client's ApiException
+        with pytest.raises(Unauthorized) as exc:  # lwsflow.controller.errors, never the client's ApiException
             Kube.connect(str(bad)).get(LWS, NS, "x")
         assert isinstance(exc.value.__cause__, ApiException)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rollout_builders import lws, status
 
-from controller.rollout import gate
+from lwsflow.controller.rollout import gate
 
 CASES = [
     # (replicas, partition, maxSurge, status, stage target groups, passes)

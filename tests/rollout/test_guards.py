@@ -10,11 +10,11 @@ import time
 import pytest
 from rollout_env import NS, Env, lws_manifest, new_release
 
-from controller.clock import ClusterClock, WallClock
-from controller.kube.resources import LWS, POD
-from controller.rollout import gate, state
-from controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
-from controller.rollout.hooks import HookResult, command_hook, http_probe, run_hook
+from lwsflow.controller.clock import ClusterClock, WallClock
+from lwsflow.controller.kube.resources import LWS, POD
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.hooks import HookResult, command_hook, http_probe, run_hook
 
 
 def image(obj: dict) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rollout_builders import lws, with_state
 
-from controller.rollout import planner, state
+from lwsflow.controller.rollout import planner, state
 
 NEW = lws(image="vllm:2")
 TARGET = state.template_hash(state.template_of(NEW))
@@ -64,8 +64,8 @@ def test_state_roundtrip() -> None:
 
 
 def test_merge_diff_restores_exactly() -> None:
-    from controller.rollout.patches import merge_diff
-    from controller.sim.apiserver.patch import json_merge_patch
+    from lwsflow.controller.rollout.patches import merge_diff
+    from lwsflow.sim.apiserver.patch import json_merge_patch
 
     cur = {"a": 1, "b": {"c": [1, 2], "d": "x", "gone": True}, "new": {"k": 1}}
     want = {"a": 2, "b": {"c": [3], "d": "x"}, "old": [1]}

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
-from controller.api import labels as L
-from controller.api.paths import repo_root
-from controller.kube.client import Kube
-from controller.rollout import session
-from controller.rollout.engine import RolloutOptions
-from controller.sim.apiserver import ApiServer
-from controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.rollout import session
+from lwsflow.controller.rollout.engine import RolloutOptions
+from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.sim.apiserver import ApiServer
 
 RBAC = repo_root() / "overlays" / "rbac"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rollout_env import NS, Env, lws_manifest, new_release
 
-from controller.kube.resources import LWS
-from controller.rollout import gate, state
-from controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
-from controller.yamlio import dump_yaml
+from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.yamlio import dump_yaml
 
 STAGES = "1,2,3,100%"
 TARGETS = [1, 2, 3, 4]

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
-from controller.api import labels as L
-from controller.kube.resources import DS, LWS
-from controller.rollout import gate, state
-from controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
-from controller.yamlio import dump_yaml
-from pipelines.cli import main
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.pipelines.cli import main
 
 
 def cli(env: Env, *args: str) -> list[str]:

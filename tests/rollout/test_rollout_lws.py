@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rollout_env import NS, Env, lws_manifest, new_release
 
-from controller.kube.resources import EVENT, LWS
-from controller.rollout import gate, state
-from controller.rollout.engine import LwsRollout, RolloutOptions
+from lwsflow.controller.kube.resources import EVENT, LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 
 
 def test_four_stage_rollout_partition_sequence(env: Env) -> None:

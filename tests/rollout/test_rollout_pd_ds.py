@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from rollout_env import NS, Env, ds_manifest, lws_manifest, new_release
 
-from controller.api import labels as L
-from controller.kube.resources import DS, LWS
-from controller.rollout import gate, state
-from controller.rollout.ds import DsRollout
-from controller.rollout.engine import Interrupted, RolloutOptions
-from controller.rollout.pd import PairRollout, skew
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.ds import DsRollout
+from lwsflow.controller.rollout.engine import Interrupted, RolloutOptions
+from lwsflow.controller.rollout.pd import PairRollout, skew
 
 
 def pair(prefill: int = 4, decode: int = 2) -> tuple[dict, dict]:

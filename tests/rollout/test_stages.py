@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.errors import InvalidInput
-from controller.rollout.stages import parse_duration, partition_for, resolve_stages, scale_fraction
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.rollout.stages import parse_duration, partition_for, resolve_stages, scale_fraction
 
 
 @pytest.mark.parametrize(("spec", "replicas", "want"), [
@@ -77,7 +77,7 @@ def test_duration_matches_whole_text(bad: str) -> None:
 @pytest.mark.parametrize(("text", "ns", "field"), [
     ("lws/a\n", "ns", "target"), ("lws/a", "ns\n", "namespace"), ("pod/a", "ns", "target")])
 def test_target_matches_whole_text(text: str, ns: str, field: str) -> None:
-    from controller.rollout.session import parse_target
+    from lwsflow.controller.rollout.session import parse_target
 
     with pytest.raises(InvalidInput) as exc:
         parse_target(text, ns)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sim_helpers import small_config
 
-from controller.sim.cluster import Cluster
+from lwsflow.sim.cluster import Cluster
 
 
 @pytest.fixture

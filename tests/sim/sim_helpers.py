@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Taint, Timings
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Taint, Timings
+from lwsflow.sim.lws_controller import LWS
 
 NS = "default"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

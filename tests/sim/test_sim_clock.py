@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sim_helpers import available, make_lws, small_config
 
-from controller.sim.clock import FIXED_EPOCH, VirtualClock
-from controller.sim.cluster import Cluster, SimTimeout
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.clock import FIXED_EPOCH, VirtualClock
+from lwsflow.sim.cluster import Cluster, SimTimeout
+from lwsflow.sim.lws_controller import LWS
 
 
 def test_clock_runs_timers_in_due_order_and_cancels():

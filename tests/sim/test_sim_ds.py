@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sim_helpers import NS, make_ds, pod_template, small_config
 
-from controller.api import labels as L
-from controller.sim.cluster import Cluster
-from controller.sim.ds_controller import DS, revision_hash
-from controller.sim.lws_controller import LWS
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.ds_controller import DS, revision_hash
+from lwsflow.sim.lws_controller import LWS
 
 
 def _children(c: Cluster) -> dict[str, dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.sim.ds_planner import RoleVector, compute_next_step, role_limits
+from lwsflow.sim.ds_planner import RoleVector, compute_next_step, role_limits
 
 
 def run_plan(targets: dict[str, int], initial: dict[str, int], surge: int, unavail: int,

@@ -11,10 +11,10 @@ import urllib.request
 import pytest
 from sim_helpers import available, make_lws, small_config
 
-from controller.api import labels as L
-from controller.sim.cluster import Cluster
-from controller.sim.faults import Fault, inject
-from controller.sim.lws_controller import LWS
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.faults import Fault, inject
+from lwsflow.sim.lws_controller import LWS
 
 
 def test_leader_pods_serve_on_their_pod_ip():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sim_helpers import NS, available, counters, groups, make_lws, pod_template, small_config
 
-from controller.sim.cluster import Cluster
-from controller.sim.faults import Fault, inject
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.faults import Fault, inject
+from lwsflow.sim.lws_controller import LWS
 
 STS = "statefulsets.apps"
 
@@ -197,7 +197,7 @@ def test_cordoned_nodes_take_no_new_pods():
 
 def test_fault_scheduled_at_a_virtual_time(cluster: Cluster):
     """faults.schedule: the fault happens exactly when virtual time reaches it."""
-    from controller.sim.faults import schedule
+    from lwsflow.sim.faults import schedule
     cluster.store.create(LWS, make_lws("demo", replicas=1, size=2, leaderWorkerTemplate={
         "size": 2, "restartPolicy": "None", "workerTemplate": pod_template()}))
     cluster.run_until(available(), 3600)

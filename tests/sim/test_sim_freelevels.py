@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.sim.freelevels import FreeLevels
+from lwsflow.sim.freelevels import FreeLevels
 
 
 def test_nodes_keep_the_order_they_reached_a_level_and_empty_levels_disappear() -> None:

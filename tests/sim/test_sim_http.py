@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config, watch
 
-from controller.api.paths import lws_reference_dir
-from controller.sim.apiserver import ApiServer
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig
+from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.sim.apiserver import ApiServer
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig
 
 SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")

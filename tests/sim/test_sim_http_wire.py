@@ -1,11 +1,11 @@
-"""Wire details the loopback servers share (``controller.sim.httpserver``): request bodies, answers."""
+"""Wire details the loopback servers share (``lwsflow.sim.httpserver``): request bodies, answers."""
 
 from __future__ import annotations
 
 import http.client
 import json
 
-from controller.sim.engine import start_engine
+from lwsflow.sim.engine import start_engine
 
 
 def test_a_negative_content_length_is_an_empty_body_not_a_read_to_eof() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sim_helpers import NS, available, make_lws, pod_template
 
-from controller.api import labels as L
-from controller.sim.cluster import Cluster
-from controller.sim.lws_controller import LWS
-from controller.sim.lws_webhook import group_key
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.lws_controller import LWS
+from lwsflow.sim.lws_webhook import group_key
 
 STS = "statefulsets.apps"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sim_helpers import NS, available, cond, counters, groups, is_true, leader_sts, make_lws, set_image
 
-from controller.sim.cluster import Cluster
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.lws_controller import LWS
 
 
 def _set_partition(c: Cluster, name: str, p: int) -> None:

@@ -8,8 +8,8 @@ import time
 
 from sim_helpers import available, make_lws, small_config
 
-from controller.sim.cluster import DEFAULT_SPEED, Cluster
-from controller.sim.lws_controller import LWS
+from lwsflow.sim.cluster import DEFAULT_SPEED, Cluster
+from lwsflow.sim.lws_controller import LWS
 
 
 def test_realtime_loop_follows_wall_clock_and_reacts_to_writes():

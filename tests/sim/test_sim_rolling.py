@@ -1,10 +1,10 @@
-"""Table tests of the pure §d rolling-update computation (controller/sim/rolling.py)."""
+"""Table tests of the pure §d rolling-update computation (sim/rolling.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.sim.rolling import GroupState, RollingInput, compute, resolve
+from lwsflow.sim.rolling import GroupState, RollingInput, compute, resolve
 
 O_READY = GroupState(ready=True, updated=False)  # o+
 O_DOWN = GroupState(ready=False, updated=False)  # o-

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from sim_helpers import make_lws
 
-from controller.errors import InvalidInput
-from controller.sim.scenario import parse_duration, parse_scenario, run_scenario
-from pipelines.cli import main
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.pipelines.cli import main
+from lwsflow.sim.scenario import parse_duration, parse_scenario, run_scenario
 
 CLUSTER = {"pools": [{"name": "gpu", "count": 6, "gpus_per_node": 8,
                       "taints": [{"key": "nvidia.com/gpu", "value": "present"}]}],

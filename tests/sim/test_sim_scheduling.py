@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sim_helpers import NS, TOPO, available, make_lws, small_config
 
-from controller.api import labels as L
-from controller.sim.cluster import Cluster
-from controller.sim.faults import Fault, inject
-from controller.sim.lws_controller import LWS
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.faults import Fault, inject
+from lwsflow.sim.lws_controller import LWS
 
 
 def _node(c: Cluster, pod: str) -> str | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.errors import NotFound
-from controller.sim.store import MODIFIED, Selector, Store, clone
+from lwsflow.controller.errors import NotFound
+from lwsflow.sim.store import MODIFIED, Selector, Store, clone
 
 STS = "statefulsets.apps"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from smoke_helpers import MODEL
 
-from controller.sim.engine import EngineHandle, start_engine
+from lwsflow.sim.engine import EngineHandle, start_engine
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from components.smoke import SmokeConfig, SmokeReport
+from lwsflow.components.smoke import SmokeConfig, SmokeReport
 
 MODEL = "stub-llama"
 

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from smoke_helpers import MODEL, by_name, failed_names, fast_config
 
-from components.smoke import run_smoke
-from controller.sim.engine import start_engine
+from lwsflow.components.smoke import run_smoke
+from lwsflow.sim.engine import start_engine
 
 
 def _free_port() -> int:

@@ -7,8 +7,8 @@ import time
 import pytest
 from smoke_helpers import MODEL, by_name, failed_names, fast_config
 
-from components.smoke import run_smoke
-from components.smoke.checks import GENERATION
+from lwsflow.components.smoke import run_smoke
+from lwsflow.components.smoke.checks import GENERATION
 
 ENDPOINT_CHECKS = {"health", "models", *GENERATION, "error-shape", "metrics", "ttft", "itl"}
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from smoke_helpers import MODEL
 
-from pipelines.cli import main
+from lwsflow.pipelines.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from smoke_helpers import MODEL, by_name, failed_names, fast_config
 
-from components.smoke import run_smoke
-from controller.api import labels as L
-from controller.kube.client import Kube
-from controller.kube.resources import DS, LWS
-from controller.sim.apiserver import ApiServer
-from controller.sim.cluster import Cluster
-from controller.sim.config import ClusterConfig, PoolConfig, Timings
-from controller.sim.engine import ENGINE_MODE_ANNOTATION, EnginePodHook
-from controller.sim.kubeconfig import write_kubeconfig
+from lwsflow.components.smoke import run_smoke
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.sim.apiserver import ApiServer
+from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION, EnginePodHook
+from lwsflow.sim.kubeconfig import write_kubeconfig
 
 TOPO = "cloud.google.com/gce-topology-block"
 TOKEN = "smoke-test-token"

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from smoke_helpers import MODEL
 
-from components.smoke import scrape
-from controller.errors import InvalidInput
-from controller.sim.engine import parse_faults, start_engine
-from controller.sim.engine.podhook import engine_modes
+from lwsflow.components.smoke import scrape
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.sim.engine import parse_faults, start_engine
+from lwsflow.sim.engine.podhook import engine_modes
 
 
 def _post(url: str, path: str, body: dict, timeout: float = 5) -> httpx.Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from smoke_helpers import ToyPDProxy, by_name, failed_names, fast_config
 
-from components.smoke import run_smoke
+from lwsflow.components.smoke import run_smoke
 
 PD = {"pd-prefill", "pd-decode", "pd-metrics"}
 

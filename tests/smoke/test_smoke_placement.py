@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.smoke.placement import Expectation, check_lws_placement
-from controller.api import labels as L
+from lwsflow.components.smoke.placement import Expectation, check_lws_placement
+from lwsflow.controller.api import labels as L
 
 TOPO = "topo"
 

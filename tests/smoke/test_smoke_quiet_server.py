@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from controller.sim.engine import start_engine
+from lwsflow.sim.engine import start_engine
 
 
 def test_client_reset_mid_request_leaves_stderr_clean(capfd: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,110 @@
+"""Admission for writes through the API: unknown-field handling, defaulting and validation of the
+LWS/DS kinds with the same code path as ``lwsflow validate`` (``lwsflow.controller.api.validation``).
+
+* unknown fields: ``fieldValidation=Strict`` (kubectl's default) answers 400 like kube-apiserver's
+  strict decoder; ``Warn`` (the server default) and ``Ignore`` prune them (``Warn`` also returns a
+  ``Warning`` header per field);
+* then the CRD's structural defaults and the LWS webhook defaults, then validation: problems answer
+  422 ``Invalid`` with ``details.causes[]`` {reason, message, field}.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
+from lwsflow.sim import kinds
+
+_CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io")
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_REASONS = (
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Too many", "FieldValueTooMany"),
+    ("Too long", "FieldValueTooLong"),
+)
+
+
+def is_crd(rtype: kinds.ResourceType) -> bool:
+    return rtype.group in _CRD_GROUPS
+
+
+def _prune(obj: dict[str, Any], path: str) -> None:
+    tokens: list[str | int] = [
+        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _TOKEN.finditer(path)
+    ]
+    cur: Any = obj
+    for t in tokens[:-1]:
+        try:
+            cur = cur[t]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(cur, dict):
+        cur.pop(tokens[-1], None)
+
+
+def _cause(e: FieldError) -> dict[str, str]:
+    reason = next((r for prefix, r in _REASONS if e.message.startswith(prefix)), "FieldValueInvalid")
+    return {"reason": reason, "message": e.message, "field": e.path}
+
+
+def invalid(rtype: kinds.ResourceType, name: str, errors: list[FieldError]) -> Unprocessable:
+    """The 422 kube-apiserver answers for an invalid object."""
+    text = (
+        "; ".join(str(e) for e in errors)
+        if len(errors) == 1
+        else "[" + ", ".join(str(e) for e in errors) + "]"
+    )
+    qual = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
+    return Unprocessable(
+        f'{qual} "{name}" is invalid: {text}',
+        details={
+            "name": name,
+            "group": rtype.group,
+            "kind": rtype.kind,
+            "causes": [_cause(e) for e in errors],
+        },
+    )
+
+
+def check_unknown(rtype: kinds.ResourceType, obj: dict[str, Any], field_validation: str) -> list[str]:
+    """Refuse (Strict) or prune in place (Warn, Ignore) fields the kind's schema does not know."""
+    if not is_crd(rtype):
+        return []
+    from lwsflow.controller.api.validation import unknown_fields
+
+    unknown = unknown_fields(obj)
+    if not unknown:
+        return []
+    if field_validation == "Strict":
+        listed = ", ".join(f'unknown field "{p}"' for p in unknown)
+        raise BadRequest(
+            f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
+            f"{rtype.kind}: strict decoding error: {listed}"
+        )
+    for p in sorted(unknown, key=len, reverse=True):
+        _prune(obj, p)
+    return [] if field_validation == "Ignore" else [f'unknown field "{p}"' for p in unknown]
+
+
+def admit(
+    rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, field_validation: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
+    name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
+    if not is_crd(rtype):
+        return obj, []
+    from lwsflow.controller.api.defaults import default_object
+    from lwsflow.controller.api.validation import validate_object, validate_update
+
+    warnings = check_unknown(rtype, obj, field_validation)
+    obj = default_object(obj)
+    errors = validate_object(obj)
+    if old is not None:
+        errors += validate_update(old, obj)
+    if errors:
+        raise invalid(rtype, name, errors)
+    return obj, warnings

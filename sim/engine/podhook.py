@@ -1,0 +1,90 @@
+"""Back the embedded cluster's leader pods with real stand-in engines on their loopback pod IPs.
+
+The embedded cluster (``sim/cluster.py``) calls ``on_running(pod)`` when a simulated pod
+starts running and ``on_stopped(pod)`` when it goes. For a leader pod (worker index "0") this hook
+starts a stand-in engine on ``podIP:port`` (port from the ``lwsflow.io/serving-port`` annotation,
+default 8000; role from the ``lwsflow.io/role`` label, else the DisaggregatedSet role label; model
+from ``lwsflow.io/served-model``), so
+``lwsflow smoke`` against a simulated rollout makes real HTTP calls. Bad releases misbehave for real:
+an image tag containing ``bad`` runs with ``status500``, and the pod annotation
+``sim.lwsflow.io/engine-mode`` sets any failure modes (``faults`` spelling).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from lwsflow.controller.api import labels
+from lwsflow.sim.engine.server import EngineHandle, start_engine
+
+ENGINE_MODE_ANNOTATION = "sim.lwsflow.io/engine-mode"
+SIDE_CHANNEL_PORT = 5600  # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
+DEFAULT_PORT = 8000
+BAD_IMAGE_MODES = "status500"
+
+log = logging.getLogger(__name__)
+
+
+def _key(pod: dict) -> tuple[str, str]:
+    meta = pod.get("metadata", {})
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def engine_modes(pod: dict) -> str:
+    """Failure modes for a pod: its annotation, plus ``status500`` when an image tag says ``bad``."""
+    ann = pod.get("metadata", {}).get("annotations") or {}
+    modes = [ann[ENGINE_MODE_ANNOTATION]] if ann.get(ENGINE_MODE_ANNOTATION) else []
+    for c in pod.get("spec", {}).get("containers", []):
+        tag = c.get("image", "").rsplit("/", 1)[-1].partition("@")[0].partition(":")[2]
+        if "bad" in tag:
+            modes.append(BAD_IMAGE_MODES)
+            break
+    return ",".join(modes)
+
+
+class EnginePodHook:
+    """Pod hook for the embedded cluster: one engine per running leader pod, stopped with the pod."""
+
+    def __init__(self, **engine_options: object) -> None:
+        self._options = engine_options
+        self._lock = threading.Lock()
+        self.engines: dict[tuple[str, str], EngineHandle] = {}
+
+    def on_running(self, pod: dict) -> None:
+        meta = pod.get("metadata", {})
+        lbl = meta.get("labels") or {}
+        ann = meta.get("annotations") or {}
+        if lbl.get(labels.WORKER_INDEX, "0") != "0":
+            return  # workers hold shards; only the leader serves HTTP
+        ip = pod.get("status", {}).get("podIP")
+        if not ip:
+            return
+        key = _key(pod)
+        with self._lock:
+            if key in self.engines:
+                return
+            try:
+                port = int(ann.get(labels.SERVING_PORT, DEFAULT_PORT))
+                handle = start_engine(
+                    host=ip, port=port, role=lbl.get(labels.ROLE) or lbl.get(labels.DS_ROLE) or "aggregated",
+                    model=ann.get(labels.SERVED_MODEL) or lbl.get(labels.MODEL) or "stub-model",
+                    **{"modes": engine_modes(pod), "side_channel_port": SIDE_CHANNEL_PORT,
+                       **self._options})
+            except (OSError, ValueError) as exc:  # a pod that cannot serve: it will fail smoke, not crash
+                log.warning("engine for pod %s/%s did not start: %s", *key, exc)
+                return
+            self.engines[key] = handle
+
+    def on_stopped(self, pod: dict) -> None:
+        with self._lock:
+            handle = self.engines.pop(_key(pod), None)
+        if handle is not None:
+            handle.stop()
+
+    def close(self) -> None:
+        """Stop every engine (cluster shutdown)."""
+        with self._lock:
+            handles, self.engines = list(self.engines.values()), {}
+        for h in handles:
+            h.stop()

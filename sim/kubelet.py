@@ -1,0 +1,398 @@
+"""Pod lifecycle in virtual time: binding, image pull, container start, model load, restarts.
+
+Pending -> scheduled (gang placement via ``Scheduler``) -> image pull (size / pool bandwidth; images
+are cached per node) -> container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
+-> model load (weights / storage bandwidth, a group's shard per pod) -> Ready. Release failures come
+from config patterns or pod annotations: ``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
+``sim.lwsflow.io/never-ready`` (Running, never Ready); ``sim.lwsflow.io/load-seconds`` overrides
+the load time of one pod template.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lwsflow.controller.api import labels as L
+from lwsflow.sim.clock import _Timer
+from lwsflow.sim.podutil import annotation, is_terminating, label
+from lwsflow.sim.scheduler import PodNeeds
+from lwsflow.sim.store import rfc3339
+
+if TYPE_CHECKING:
+    from lwsflow.sim.cluster import Cluster
+
+NEVER_READY = "sim.lwsflow.io/never-ready"
+PULL_FAILS = "sim.lwsflow.io/image-pull-fails"
+CRASHES = "sim.lwsflow.io/crash-loop"
+LOAD_SECONDS = "sim.lwsflow.io/load-seconds"
+Key = tuple[str, str]
+
+
+@dataclass
+class PodRun:
+    """A pod bound to a node: its resources, pending lifecycle timer and pod IP."""
+
+    uid: str
+    node: str
+    needs: PodNeeds
+    group_key: str
+    timer: _Timer | None = None
+    ip: str | None = None
+    started: bool = False
+
+
+@dataclass
+class Reservation:
+    """Nodes held for a group's workers until their pods exist (gang placement)."""
+
+    leader_uid: str
+    slots: dict[int, tuple[str, PodNeeds]] = field(default_factory=dict)
+    group_key: str = ""
+
+
+class Kubelet:
+    """Binds pending pods (gang placement) and plays each pod's lifecycle on its node."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+        self.runs: dict[Key, PodRun] = {}
+        self.by_node: dict[str, dict[Key, None]] = {}
+        self.reservations: dict[Key, Reservation] = {}
+        self.unschedulable: dict[Key, None] = {}
+        self.image_cache: dict[str, set[str]] = {}
+        self._reported: set[str] = set()
+        self._free_ips: list[int] = []
+        self._next_ip = 1
+        net = cluster.config.pod_network
+        self.pod_network = net if net is not None else random.SystemRandom().randrange(2, 255)
+
+    # -- entry point: a pod changed or went away -------------------------------------------------------
+    def sync(self, ns: str, name: str) -> None:
+        pod = self.c.store.get_raw("pods", ns, name)
+        run = self.runs.get((ns, name))
+        if run is not None and (pod is None or pod["metadata"]["uid"] != run.uid):
+            self._stop(ns, name, run)
+        res = self.reservations.get((ns, name))
+        if res is not None and (pod is None or pod["metadata"]["uid"] != res.leader_uid):
+            self._release_reservation((ns, name))  # the group's leader went: its holds go too
+        if pod is None:
+            self.unschedulable.pop((ns, name), None)
+            self.c.gone_pods.pop((ns, name), None)
+            return
+        if is_terminating(pod) or (ns, name) in self.runs:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self._start(pod, node, PodNeeds.of(pod["spec"]), allocate=True)
+        else:
+            self._schedule(pod)
+
+    # -- scheduling -------------------------------------------------------------------------------------
+    def _schedule(self, pod: dict) -> None:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        ns, name = meta.get("namespace", "default"), meta["name"]
+        needs = PodNeeds.of(spec)
+        topo = annotation(pod, L.EXCLUSIVE_TOPOLOGY)
+        gkey = label(pod, L.GROUP_KEY) if topo else ""
+        windex = label(pod, L.WORKER_INDEX)
+        if windex not in ("", "0"):
+            res = self.reservations.get((ns, annotation(pod, L.LEADER_NAME_ANNOTATION)))
+            slot = res.slots.pop(int(windex), None) if res else None
+            if slot is not None:
+                self._bind(pod, slot[0], slot[1], allocated=True)
+                return
+            leader = self.c.store.get_raw("pods", ns, annotation(pod, L.LEADER_NAME_ANNOTATION))
+            if leader is None or not (leader.get("spec") or {}).get("nodeName"):
+                self.unschedulable[(ns, name)] = None  # gang: workers wait for their leader's placement
+                return
+        members = [needs]
+        size = int(annotation(pod, L.SIZE_ANNOTATION) or 1)
+        wneeds = None
+        if windex == "0" and size > 1:
+            worker = self.c.lws.worker_template(pod)
+            if worker is not None:
+                wneeds = PodNeeds.of(worker.get("spec") or {})
+                members += [wneeds] * (size - 1)
+        placed = self.c.scheduler.place_gang(members, topo, gkey)
+        if placed is None:
+            self.unschedulable[(ns, name)] = None
+            if meta["uid"] not in self._reported:
+                self._reported.add(meta["uid"])
+                what = f"group of {len(members)} pods" if len(members) > 1 else "pod"
+                self.c.emit_event(
+                    pod,
+                    "FailedScheduling",
+                    f"0/{len(self.c.scheduler.nodes)} nodes are available for the {what} "
+                    f"({needs.gpu} GPUs per pod, scoring {self.c.scheduler.scoring})",
+                    etype="Warning",
+                    component="default-scheduler",
+                )
+            return
+        self.unschedulable.pop((ns, name), None)
+        if wneeds is not None:
+            res = Reservation(meta["uid"], group_key=gkey)
+            for w, node in enumerate(placed[1:], start=1):
+                self.c.scheduler.allocate(node, wneeds, gkey)
+                res.slots[w] = (node, wneeds)
+            self.reservations[(ns, name)] = res
+            for w in res.slots:  # workers created before the leader was placed take their slots now
+                self.c.enqueue("pod", ns, f"{name}-{w}")
+        self._bind(pod, placed[0], needs, allocated=False)
+
+    def _bind(self, pod: dict, node: str, needs: PodNeeds, *, allocated: bool) -> None:
+        store = self.c.store
+        spec = {**pod["spec"], "nodeName": node}
+        pod = store.replace("pods", {**pod, "spec": spec}, check_version=False)
+        self._start(pod, node, needs, allocate=not allocated)
+
+    def _release_reservation(self, key: Key) -> None:
+        res = self.reservations.pop(key, None)
+        if res is not None:
+            for node, needs in res.slots.values():
+                self.c.scheduler.release(node, needs, res.group_key)
+            self.retry_pending()
+
+    def retry_pending(self) -> None:
+        for ns, name in list(self.unschedulable):
+            self.c.enqueue("pod", ns, name)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def _start(self, pod: dict, node: str, needs: PodNeeds, *, allocate: bool) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace", "default"), meta["name"])
+        gkey = label(pod, L.GROUP_KEY) if annotation(pod, L.EXCLUSIVE_TOPOLOGY) else ""
+        if allocate and node in self.c.scheduler.nodes:
+            self.c.scheduler.allocate(node, needs, gkey)
+        run = PodRun(meta["uid"], node, needs, gkey)
+        self.runs[key] = run
+        self.by_node.setdefault(node, {})[key] = None
+        now = rfc3339(self.c.now())
+        self._write_status(
+            key,
+            {
+                "phase": "Pending",
+                "hostIP": self.c.node_ip(node),
+                "startTime": now,
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": [
+                    self._cstatus(c, {"waiting": {"reason": "ContainerCreating"}})
+                    for c in _containers(pod)
+                ],
+            },
+        )
+        images = _images(pod)
+        cfg, pool = self.c.config, self.c.pool_of(node)
+        bw = (pool.pull_gbps if pool and pool.pull_gbps else None) or cfg.timings.pull_gbps
+        cached = self.image_cache.setdefault(node, set())
+        pull = sum(cfg.image_gb(i, needs.gpu > 0) / bw for i in images if i not in cached)
+        if annotation(pod, PULL_FAILS) == "true" or any(cfg.image_fails(i) for i in images):
+            run.timer = self.c.clock.call_later(max(pull, 1.0), lambda: self._pull_failed(key, run))
+            return
+        run.timer = self.c.clock.call_later(
+            pull + cfg.timings.container_start_s, lambda: self._running(key, run, images)
+        )
+
+    def _pull_failed(self, key: Key, run: PodRun) -> None:
+        pod = self._current(key, run)
+        if pod is None:
+            return
+        images = _images(pod)
+        self.c.emit_event(
+            pod,
+            "Failed",
+            f'Failed to pull image "{images[0] if images else ""}"',
+            etype="Warning",
+            component="kubelet",
+        )
+        st = dict(pod.get("status") or {})
+        st["containerStatuses"] = [
+            self._cstatus(
+                c,
+                {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{c.get("image")}"',
+                    }
+                },
+            )
+            for c in _containers(pod)
+        ]
+        self._write_status(key, st)
+
+    def _running(self, key: Key, run: PodRun, images: list[str]) -> None:
+        pod = self._current(key, run)
+        if pod is None:
+            return
+        self.image_cache.setdefault(run.node, set()).update(images)
+        if run.ip is None:
+            run.ip = self._alloc_ip()
+        run.started = True
+        now = rfc3339(self.c.now())
+        old = pod.get("status") or {}
+        restarts = {c.get("name"): c for c in old.get("containerStatuses") or []}
+        st = {
+            **old,
+            "phase": "Running",
+            "podIP": run.ip,
+            "podIPs": [{"ip": run.ip}],
+            "conditions": _conds(now, ready=False),
+            "containerStatuses": [
+                self._cstatus(c, {"running": {"startedAt": now}}, prev=restarts)
+                for c in _containers(pod)
+            ],
+        }
+        pod = self._write_status(key, st)
+        self.c.hook("on_running", pod)
+        cfg = self.c.config
+        if annotation(pod, CRASHES) == "true" or any(cfg.image_crashes(i) for i in images):
+            # a bad release that dies while loading (e.g. OOM): a crash loop, or group recreates
+            run.timer = self.c.clock.call_later(cfg.timings.crash_after_s, lambda: self._crash_if(key, run))
+            return
+        never = annotation(pod, NEVER_READY) == "true" or any(cfg.image_never_ready(i) for i in images)
+        if not never:
+            run.timer = self.c.clock.call_later(self._load_seconds(pod, run), lambda: self._ready(key, run))
+
+    def _ready(self, key: Key, run: PodRun) -> None:
+        pod = self._current(key, run)
+        if pod is None:
+            return
+        now = rfc3339(self.c.now())
+        old = pod.get("status") or {}
+        self._write_status(
+            key,
+            {
+                **old,
+                "conditions": _conds(now, ready=True),
+                "containerStatuses": [
+                    {**cs, "ready": True, "started": True} for cs in old.get("containerStatuses") or []
+                ],
+            },
+        )
+
+    def _crash_if(self, key: Key, run: PodRun) -> None:
+        if self._current(key, run) is not None:
+            self.crash(*key, exit_code=137)
+
+    def crash(self, ns: str, name: str, exit_code: int = 1) -> bool:
+        """A container exits: restartCount+1, not Ready; the kubelet restarts it after a back-off."""
+        key = (ns, name)
+        run = self.runs.get(key)
+        pod = self._current(key, run) if run else None
+        if pod is None or run is None or not run.started:
+            return False
+        self.c.clock.cancel(run.timer)
+        now = rfc3339(self.c.now())
+        old = pod.get("status") or {}
+        css = []
+        for i, cs in enumerate(old.get("containerStatuses") or []):
+            if i == 0:
+                cs = {
+                    **cs,
+                    "ready": False,
+                    "started": False,
+                    "restartCount": cs.get("restartCount", 0) + 1,
+                    "lastState": {
+                        "terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": now}
+                    },
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                }
+            css.append(cs)
+        pod = self._write_status(
+            key, {**old, "conditions": _conds(now, ready=False), "containerStatuses": css}
+        )
+        self.c.hook("on_stopped", pod)
+        images = _images(pod)
+        t = self.c.config.timings
+        run.timer = self.c.clock.call_later(
+            t.restart_backoff_s + t.container_start_s, lambda: self._running(key, run, images)
+        )
+        return True
+
+    def _stop(self, ns: str, name: str, run: PodRun) -> None:
+        self.runs.pop((ns, name), None)
+        self.c.clock.cancel(run.timer)
+        self.by_node.get(run.node, {}).pop((ns, name), None)
+        self.c.scheduler.release(run.node, run.needs, run.group_key)
+        if run.ip is not None:
+            self._free_ips.append(self._ip_index(run.ip))
+            if run.started:
+                snapshot = self.c.gone_pods.get((ns, name)) or {"metadata": {"name": name, "namespace": ns}}
+                self.c.hook(
+                    "on_stopped", {**snapshot, "status": {**(snapshot.get("status") or {}), "podIP": run.ip}}
+                )
+        self.retry_pending()
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _current(self, key: Key, run: PodRun | None) -> dict | None:
+        pod = self.c.store.get_raw("pods", *key)
+        if pod is None or run is None or pod["metadata"]["uid"] != run.uid or self.runs.get(key) is not run:
+            return None
+        return pod
+
+    def _write_status(self, key: Key, status: dict) -> dict:
+        pod = self.c.store.get_raw("pods", *key)
+        return self.c.store.replace(
+            "pods", {**pod, "status": status}, subresource="status", check_version=False
+        )
+
+    @staticmethod
+    def _cstatus(container: dict, state: dict, prev: dict | None = None) -> dict:
+        p = (prev or {}).get(container.get("name"), {})
+        out = {
+            "name": container.get("name", ""),
+            "image": container.get("image", ""),
+            "imageID": "",
+            "ready": False,
+            "started": "running" in state,
+            "restartCount": p.get("restartCount", 0),
+            "state": state,
+        }
+        if p.get("lastState"):
+            out["lastState"] = p["lastState"]
+        return out
+
+    def _load_seconds(self, pod: dict, run: PodRun) -> float:
+        if annotation(pod, LOAD_SECONDS):
+            return float(annotation(pod, LOAD_SECONDS))
+        t = self.c.config.timings
+        model = t.models.get(label(pod, L.MODEL))
+        if model is not None and model.load_s is not None:
+            return model.load_s
+        if run.needs.gpu == 0 and model is None:
+            return 0.0
+        weight = model.weight_gb if model is not None and model.weight_gb is not None else t.weight_gb
+        pool = self.c.pool_of(run.node)
+        bw = (pool.storage_gbps if pool and pool.storage_gbps else None) or t.storage_gbps
+        return weight / max(1, int(annotation(pod, L.SIZE_ANNOTATION) or 1)) / bw
+
+    def _alloc_ip(self) -> str:
+        if self._free_ips:
+            i = self._free_ips.pop()
+        else:
+            i, self._next_ip = self._next_ip, self._next_ip + 1
+        return f"127.{self.pod_network}.{(i - 1) // 254}.{(i - 1) % 254 + 1}"
+
+    @staticmethod
+    def _ip_index(ip: str) -> int:
+        _, _, x, y = (int(p) for p in ip.split("."))
+        return x * 254 + y
+
+
+def _conds(now: str, *, ready: bool) -> list[dict]:
+    r = "True" if ready else "False"
+    return [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+        {"type": "ContainersReady", "status": r, "lastTransitionTime": now},
+        {"type": "Ready", "status": r, "lastTransitionTime": now},
+    ]
+
+
+def _containers(pod: dict) -> list[dict]:
+    return pod["spec"].get("containers") or []
+
+
+def _images(pod: dict) -> list[str]:
+    return [c.get("image", "") for c in _containers(pod)]
