@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lwsflow.components.catalog import BYTES_PER_PARAM, Catalog, ModelSpec, NodePool, RolloutSettings
+from lwsflow.controller.api import intstr
 from lwsflow.controller.errors import InvalidInput
 
 GIB = 1024**3
@@ -84,15 +85,6 @@ def _gib(nbytes: float) -> float:
 
 def _r(x: float) -> float:
     return round(x, 1)
-
-
-def resolve_int_or_percent(value: int | str, replicas: int, round_up: bool) -> int:
-    """An LWS IntOrString against ``replicas``: surge rounds up, unavailable rounds down (as upstream)."""
-    if isinstance(value, int):
-        return value
-    pct = int(value.rstrip("%"))
-    exact = pct * replicas / 100
-    return math.ceil(exact) if round_up else math.floor(exact)
 
 
 def tp_candidates(spec: ModelSpec, pool: NodePool) -> list[int]:
@@ -189,8 +181,8 @@ def _rollout_field(catalog: Catalog, model: str, env: str | None) -> str:
 
 def check_rollout_budget(rollout: RolloutSettings, replicas: int, where: str) -> tuple[int, int]:
     """Resolved (maxSurge, maxUnavailable); both 0 with replicas > 0 is what the LWS/DS webhooks refuse."""
-    surge = min(resolve_int_or_percent(rollout.maxSurge, replicas, round_up=True), replicas)
-    unavailable = resolve_int_or_percent(rollout.maxUnavailable, replicas, round_up=False)
+    surge = intstr.max_surge(rollout.maxSurge, replicas)
+    unavailable = intstr.max_unavailable(rollout.maxUnavailable, replicas)
     if replicas > 0 and surge == 0 and unavailable == 0:
         raise InvalidInput(f"maxUnavailable={rollout.maxUnavailable!r} and maxSurge={rollout.maxSurge!r} "
                            f"both resolve to 0 for {replicas} replicas: a rolling update could never "

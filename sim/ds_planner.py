@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lwsflow.sim.rolling import resolve
+from lwsflow.controller.api.intstr import resolve
 
 
 @dataclass(frozen=True)

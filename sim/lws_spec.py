@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lwsflow.controller.api import intstr
 from lwsflow.sim.podutil import safe_hash
-from lwsflow.sim.rolling import resolve
 from lwsflow.sim.store import clone
 
 
@@ -38,11 +38,11 @@ class LwsView:
 
     @property
     def surge(self) -> int:
-        return min(resolve(self.max_surge, self.replicas, round_up=True, default=0), self.replicas)
+        return intstr.max_surge(self.max_surge, self.replicas)
 
     @property
     def unavailable(self) -> int:
-        return resolve(self.max_unavailable, self.replicas, round_up=False, default=1)
+        return intstr.max_unavailable(self.max_unavailable, self.replicas)
 
 
 def normalized_revision_data(spec: dict) -> dict:

@@ -8,9 +8,10 @@ can be table-tested against the documented trace (R=4, U=1, S=1, P=2).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from lwsflow.controller.api import intstr
 
 
 @dataclass(frozen=True)
@@ -37,25 +38,10 @@ class RollingInput:
     groups: Sequence[GroupState] = ()  # index 0..Rs-1; missing pods => not ready, not updated
 
 
-def resolve(value: int | str | None, total: int, *, round_up: bool, default: int) -> int:
-    """IntOrString against ``total``: ``"25%"`` of 10 is 3 rounded up, 2 rounded down."""
-    if value is None:
-        return default
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith("%"):
-            frac = float(text[:-1]) * total / 100.0
-            return math.ceil(frac - 1e-9) if round_up else math.floor(frac + 1e-9)
-        return int(text)
-    return int(value)
-
-
 def surge_unavailable(inp: RollingInput) -> tuple[int, int]:
     """(S, U) as the controller resolves them (S capped at R)."""
-    r = inp.replicas
-    s = min(resolve(inp.max_surge, r, round_up=True, default=0), r)
-    u = resolve(inp.max_unavailable, r, round_up=False, default=1)
-    return s, u
+    return intstr.max_surge(inp.max_surge, inp.replicas), intstr.max_unavailable(inp.max_unavailable,
+                                                                                  inp.replicas)
 
 
 def compute(inp: RollingInput) -> tuple[int, int]:

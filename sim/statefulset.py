@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.intstr import resolve
 from lwsflow.sim import lws_webhook
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
-from lwsflow.sim.rolling import resolve
 from lwsflow.sim.store import clone
 
 if TYPE_CHECKING:

@@ -8,17 +8,16 @@ converting it would break the lossless round trip.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-IntOrString = int | str
-"""Kubernetes ``IntOrString`` (``x-kubernetes-int-or-string``): an integer or e.g. ``"25%"``."""
+from lwsflow.controller.api.intstr import IntOrString
 
-_PERCENT = re.compile(r"^(\d+)%\Z")
+__all__ = ["ApiModel", "Condition", "IntOrString", "ObjectMeta", "TemplateMeta", "as_dict", "as_int",
+           "field_path"]
 
 
 class ApiModel(BaseModel):
@@ -92,31 +91,3 @@ def field_path(parts: Iterable[str | int]) -> str:
         else:
             out += f".{part}" if out else part
     return out
-
-
-def parse_percent(value: str) -> int | None:
-    """``"25%"`` -> 25; None when the string is not a plain non-negative percent."""
-    m = _PERCENT.match(value)
-    return int(m.group(1)) if m else None
-
-
-def resolve_int_or_percent(value: IntOrString | None, total: int, *, round_up: bool,
-                           default: int = 0) -> int:
-    """Resolve an IntOrString against ``total`` like ``intstr.GetScaledValueFromIntOrPercent``.
-
-    Percent values round up (maxSurge) or down (maxUnavailable); ints are returned as given.
-    Raises ValueError for a string that is not a percent (validation rejects those earlier).
-    """
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        raise ValueError(f"invalid int-or-percent {value!r}")
-    if isinstance(value, int):
-        return value
-    pct = parse_percent(value)
-    if pct is None:
-        if value.isdigit():  # intstr parses "3" as a percent-less string: an error upstream too
-            raise ValueError(f"invalid value {value!r}: a string must be a percent like '25%'")
-        raise ValueError(f"invalid value {value!r}: must be an integer or a percent like '25%'")
-    # integer arithmetic: float rounding would turn e.g. 29% of 100 into 28.999...
-    return -(-pct * total // 100) if round_up else pct * total // 100

@@ -10,13 +10,13 @@ from typing import Literal
 
 from pydantic import Field
 
+from lwsflow.controller.api import intstr
 from lwsflow.controller.api.common import (
     ApiModel,
     Condition,
     IntOrString,
     ObjectMeta,
     TemplateMeta,
-    resolve_int_or_percent,
 )
 from lwsflow.controller.api.labels import DS_API_VERSION, DS_KIND
 from lwsflow.controller.api.lws import LeaderWorkerSetSpec
@@ -59,8 +59,8 @@ class Role(ApiModel):
         # CRD defaults fill missing sub-fields when the configuration is present (surge 0, unavail 1)
         surge_v: IntOrString = 0 if ruc.max_surge is None else ruc.max_surge
         unav_v: IntOrString = 1 if ruc.max_unavailable is None else ruc.max_unavailable
-        surge = resolve_int_or_percent(surge_v, replicas, round_up=True)
-        unavailable = resolve_int_or_percent(unav_v, replicas, round_up=False)
+        surge = intstr.scaled_value(surge_v, replicas, round_up=True)
+        unavailable = intstr.scaled_value(unav_v, replicas, round_up=False)
         if unavailable > 0:
             return surge, unavailable
         if surge > 0:

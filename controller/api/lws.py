@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from lwsflow.controller.api.common import ApiModel, Condition, IntOrString, ObjectMeta, resolve_int_or_percent
+from lwsflow.controller.api import intstr
+from lwsflow.controller.api.common import ApiModel, Condition, IntOrString, ObjectMeta
 from lwsflow.controller.api.labels import LWS_API_VERSION, LWS_KIND
 
 RestartPolicy = Literal["RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None", "Default"]
@@ -117,14 +118,13 @@ class LeaderWorkerSetSpec(ApiModel):
         """maxSurge as groups: percent rounds up, capped at replicas (upstream controller L304-L315)."""
         ruc = self._ruc()
         replicas = self.resolved_replicas()
-        surge = resolve_int_or_percent(ruc.max_surge if ruc else None, replicas, round_up=True)
-        return min(surge, replicas)
+        return intstr.max_surge(ruc.max_surge if ruc else None, replicas)
 
     def resolved_max_unavailable(self) -> int:
         """maxUnavailable as groups: percent rounds down; default 1 (webhook / CRD default)."""
         ruc = self._ruc()
         value = ruc.max_unavailable if ruc else None
-        return resolve_int_or_percent(value, self.resolved_replicas(), round_up=False, default=1)
+        return intstr.max_unavailable(value, self.resolved_replicas())
 
 
 class LeaderWorkerSetStatus(ApiModel):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lwsflow.controller.api.common import as_dict, as_int, parse_percent, resolve_int_or_percent
+from lwsflow.controller.api.common import as_dict, as_int
+from lwsflow.controller.api.intstr import parse_percent, resolve
 from lwsflow.controller.api.labels import SUBGROUP_EXCLUSIVE_TOPOLOGY
 from lwsflow.controller.errors import FieldError
 
@@ -60,7 +61,7 @@ def resolve_budget(ruc: dict[str, Any], key: str, replicas: int, *, round_up: bo
     if value is not None and not isinstance(value, int | str):
         return None
     try:
-        return resolve_int_or_percent(value, replicas, round_up=round_up, default=default)
+        return resolve(value, replicas, round_up=round_up, default=default)
     except ValueError:
         return None
 

@@ -30,7 +30,7 @@ import copy
 from dataclasses import dataclass, field, replace
 
 from lwsflow.controller.api import labels as L
-from lwsflow.controller.api.common import resolve_int_or_percent
+from lwsflow.controller.api.intstr import resolve as resolve_int_or_percent
 from lwsflow.controller.api.scheduling import tolerates
 from lwsflow.controller.rollout import gate
 

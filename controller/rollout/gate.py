@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lwsflow.controller.api import intstr
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api import status as apistatus
-from lwsflow.controller.api.common import resolve_int_or_percent
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,12 @@ def partition(obj: dict) -> int:
 
 def max_surge(obj: dict) -> int:
     """Resolved maxSurge (percent rounds up, capped at replicas), as the LWS controller computes it."""
-    r = replicas(obj)
-    return min(r, resolve_int_or_percent(_ruc(obj).get("maxSurge"), r, round_up=True, default=0))
+    return intstr.max_surge(_ruc(obj).get("maxSurge"), replicas(obj))
 
 
 def max_unavailable(obj: dict) -> int:
     """Resolved maxUnavailable (percent rounds down, default 1)."""
-    return resolve_int_or_percent(_ruc(obj).get("maxUnavailable", 1), replicas(obj), round_up=False,
-                                  default=1)
+    return intstr.max_unavailable(_ruc(obj).get("maxUnavailable"), replicas(obj))
 
 
 def floor(obj: dict) -> int:

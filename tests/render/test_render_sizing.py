@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from render_helpers import H100, LLAMA_8B, LLAMA_70B, LLAMA_405B, build, model
 
-from lwsflow.components.sizing import memory_needs, resolve_int_or_percent, size_model
+from lwsflow.components.sizing import memory_needs, size_model
 from lwsflow.controller.errors import InvalidInput
 
 
@@ -46,12 +46,6 @@ def test_kv_reserve_grows_when_tp_exceeds_kv_heads() -> None:
     _, kv8 = memory_needs(spec, 8192, 8)
     assert kv8 == pytest.approx(kv1 * 4)  # 8 ranks share 2 KV heads: each head kept 4 times
 
-
-@pytest.mark.parametrize(("value", "replicas", "up", "expected"), [
-    (1, 5, True, 1), ("10%", 3, True, 1), ("10%", 3, False, 0), ("50%", 5, False, 2), ("100%", 4, True, 4),
-])
-def test_int_or_percent_rounding(value: int | str, replicas: int, up: bool, expected: int) -> None:
-    assert resolve_int_or_percent(value, replicas, round_up=up) == expected
 
 
 def _fail(catalog_doc_model: dict, **kw: object) -> InvalidInput:

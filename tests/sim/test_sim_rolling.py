@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lwsflow.sim.rolling import GroupState, RollingInput, compute, resolve
+from lwsflow.sim.rolling import GroupState, RollingInput, compute
 
 O_READY = GroupState(ready=True, updated=False)  # o+
 O_DOWN = GroupState(ready=False, updated=False)  # o-
@@ -95,11 +95,3 @@ def test_partition_at_or_above_replicas_freezes_groups():
 def test_template_change_mid_rollout_jumps_partition_back():
     """§d Template changed mid-rollout: case 2 again, partition back to min(R, Rs)."""
     assert compute(inp([O_READY, O_READY, N_READY, N_READY, N_DOWN], ps=2, changed=True)) == (4, 5)
-
-
-@pytest.mark.parametrize(("value", "total", "up", "want"),
-                         [("25%", 10, True, 3), ("25%", 10, False, 2), (3, 10, True, 3),
-                          ("100%", 7, False, 7), ("0%", 5, True, 0), ("50%", 3, True, 2)])
-def test_percent_resolution(value, total, up, want):
-    """§a: maxSurge percent rounds up, maxUnavailable rounds down."""
-    assert resolve(value, total, round_up=up, default=0) == want
