@@ -70,6 +70,18 @@ def spec_partition(obj: dict[str, Any]) -> int:
     return _n(ruc.get("partition"), 0)
 
 
+def _conditions_checks(obj: dict[str, Any]) -> dict[str, bool]:
+    return {"observedGeneration": observed_current(obj),
+            "available": condition_true(obj, COND_AVAILABLE, current=True),
+            "notUpdateInProgress": not condition_true(obj, COND_UPDATE_IN_PROGRESS)}
+
+
+def lws_fully_rolled_checks(obj: dict[str, Any]) -> dict[str, bool]:
+    """The named predicates of :func:`lws_fully_rolled` (all True <=> fully rolled)."""
+    want, replicas, ready, updated = _counts(obj)
+    return {**_conditions_checks(obj), "fullEquality": want == replicas == ready == updated}
+
+
 def lws_fully_rolled(obj: dict[str, Any]) -> bool:
     """Every group on the current revision and ready, no surge left, all of it observed.
 
@@ -78,10 +90,22 @@ def lws_fully_rolled(obj: dict[str, Any]) -> bool:
     ``updatedReplicas == spec.replicas`` alone is not enough: with surge it is reached while
     low-ordinal groups are still old (R=4, S=2: groups 2-5 updated reads 4).
     """
+    return all(lws_fully_rolled_checks(obj).values())
+
+
+def lws_stage_checks(obj: dict[str, Any], partition: int | None = None) -> dict[str, bool]:
+    """The named predicates of :func:`lws_stage_complete` (all True <=> the stage is done)."""
+    p = spec_partition(obj) if partition is None else partition
     want, replicas, ready, updated = _counts(obj)
-    return (observed_current(obj) and want == replicas == ready == updated
-            and condition_true(obj, COND_AVAILABLE, current=True)
-            and not condition_true(obj, COND_UPDATE_IN_PROGRESS))
+    checks = {"partition": spec_partition(obj) == p, **_conditions_checks(obj)}
+    if p == 0:
+        checks["fullEquality"] = want == replicas == ready == updated
+    else:
+        surge = replicas - want
+        checks["allGroupsExist"] = surge >= 0
+        checks["everyGroupReady"] = ready == replicas
+        checks["updatedReachedTarget"] = updated >= max(0, want - p) + max(0, surge)
+    return checks
 
 
 def lws_stage_complete(obj: dict[str, Any], partition: int | None = None) -> bool:
@@ -94,16 +118,7 @@ def lws_stage_complete(obj: dict[str, Any], partition: int | None = None) -> boo
     updated >= (R - P) + surge and every created group ready (surge groups run the new template:
     one that cannot become ready is a failed stage, not a finished one).
     """
-    p = spec_partition(obj) if partition is None else partition
-    if spec_partition(obj) != p or not observed_current(obj):
-        return False
-    if not condition_true(obj, COND_AVAILABLE, current=True) or condition_true(obj, COND_UPDATE_IN_PROGRESS):
-        return False
-    want, replicas, ready, updated = _counts(obj)
-    if p == 0:
-        return want == replicas == ready == updated
-    surge = replicas - want
-    return surge >= 0 and ready == replicas and updated >= max(0, want - p) + surge
+    return all(lws_stage_checks(obj, partition).values())
 
 
 def explain_lws(obj: dict[str, Any], partition: int | None = None) -> str:
@@ -182,11 +197,18 @@ def ds_roles_ready(obj: dict[str, Any], external_replicas: dict[str, int] | None
     return out
 
 
+def ds_fully_rolled_checks(obj: dict[str, Any],
+                           external_replicas: dict[str, int] | None = None) -> dict[str, bool]:
+    """The named predicates of :func:`ds_fully_rolled`: one ``role:<name>`` entry per spec role."""
+    roles = ds_roles_ready(obj, external_replicas)
+    return {"observedGeneration": observed_current(obj), "rolesPresent": bool(roles),
+            **{f"role:{name}": ok for name, ok in roles.items()},
+            "available": condition_true(obj, COND_AVAILABLE, current=True)}
+
+
 def ds_fully_rolled(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> bool:
     """Observed, every role ready (``ds_roles_ready``) and Available True for this generation."""
-    roles = ds_roles_ready(obj, external_replicas)
-    return (observed_current(obj) and bool(roles) and all(roles.values())
-            and condition_true(obj, COND_AVAILABLE, current=True))
+    return all(ds_fully_rolled_checks(obj, external_replicas).values())
 
 
 def explain_ds(obj: dict[str, Any], external_replicas: dict[str, int] | None = None) -> str:

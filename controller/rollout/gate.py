@@ -1,13 +1,11 @@
 """The stage gate: does the cluster prove a stage healthy? (pure, on the wire-form dicts)
 
-Per lws-semantics §c: status counters include surge groups and ``UpdateInProgress`` can stay True,
-stale, while the last groups turn ready. So a stage with user partition ``P`` passes only when
-``observedGeneration == generation``, ``Available`` is True for this generation and
-``UpdateInProgress`` is not True, every existing group (surge included) is ready, the non-surge
-updated count has reached the stage target, and, at the last stage, the full equality
-``spec.replicas == status.replicas == status.readyReplicas == status.updatedReplicas`` holds (which
-also proves the surge groups were reclaimed). The predicates of :mod:`lwsflow.controller.api.status` (the
-one source of truth for the LWS semantics) must agree: the named checks here say *why* not.
+The verdict belongs to :mod:`lwsflow.controller.api.status`, the one source of truth for the LWS
+and DS semantics (lws-semantics §c, §f): a stage passes when ``lws_stage_complete`` holds at the
+stage's partition (observed generation, ``Available`` for this generation, no ``UpdateInProgress``,
+every group including surge ready, the non-surge updated count at the target), the last stage when
+``lws_fully_rolled`` holds (the full equality, which also proves the surge groups were reclaimed).
+This module only names the predicate that failed and prints the counters it read.
 """
 
 from __future__ import annotations
@@ -103,32 +101,20 @@ def pod_ready(pod: dict) -> bool:
 
 
 def lws_stage_gate(obj: dict, target_groups: int) -> GateResult:
-    """Gate for a stage that must have ``target_groups`` highest-ordinal groups updated and ready."""
+    """Gate for a stage that must have ``target_groups`` highest-ordinal groups updated and ready.
+
+    The verdict is :mod:`lwsflow.controller.api.status`'s (``lws_fully_rolled`` at the last stage,
+    else ``lws_stage_complete`` at the stage's partition); its named checks say which failed.
+    """
     c = counters(obj)
-    gen = c["generation"]
-    avail = apistatus.get_condition(obj, L.COND_AVAILABLE)
-    uip = apistatus.get_condition(obj, L.COND_UPDATE_IN_PROGRESS)
-    avail_gen = avail.get("observedGeneration") if avail else None
-    final = target_groups >= c["specReplicas"]
-    checks = {
-        "observedGeneration": c["observedGeneration"] == gen and gen > 0,
-        "available": bool(avail and avail.get("status") == "True"
-                          and (avail_gen is None or int(avail_gen) == gen)),
-        "notUpdateInProgress": not (uip and uip.get("status") == "True"),
-        "allGroupsExist": c["replicas"] >= c["specReplicas"],
-        "everyGroupReady": c["readyReplicas"] == c["replicas"],
-        "updatedReachedTarget": c["updatedNonSurge"] >= target_groups,
-    }
-    if final:
-        checks["fullEquality"] = (c["specReplicas"] == c["replicas"] == c["readyReplicas"]
-                                  == c["updatedReplicas"])
-    checks["statusPredicate"] = (apistatus.lws_fully_rolled(obj) if final else
-                                 apistatus.lws_stage_complete(obj, c["specReplicas"] - target_groups))
-    passed = all(checks.values())
+    if target_groups >= c["specReplicas"]:
+        checks = apistatus.lws_fully_rolled_checks(obj)
+    else:
+        checks = apistatus.lws_stage_checks(obj, c["specReplicas"] - target_groups)
     detail = (f"target={target_groups} replicas={c['replicas']}/{c['specReplicas']} "
               f"ready={c['readyReplicas']} updated={c['updatedReplicas']} surge={c['surge']} "
-              f"gen={c['observedGeneration']}/{gen}")
-    return GateResult(passed, checks, detail)
+              f"gen={c['observedGeneration']}/{c['generation']}")
+    return GateResult(all(checks.values()), checks, detail)
 
 
 def lws_fully_rolled(obj: dict) -> GateResult:
@@ -140,26 +126,19 @@ def ds_role_targets(obj: dict) -> dict[str, int]:
     """Desired groups per DS role: ``replicas`` (default 1) times ``slices`` (Static roles)."""
     spec = obj.get("spec") or {}
     slices = int(spec.get("slices") or 1)
-    out: dict[str, int] = {}
-    for role in spec.get("roles") or []:
-        out[role["name"]] = replicas(role) * slices  # a role's spec.replicas has the same default
-    return out
+    return {role["name"]: replicas(role) * slices for role in spec.get("roles") or []}
 
 
 def ds_gate(obj: dict) -> GateResult:
-    """DS gate: per role ``desired == replicas == readyReplicas == updatedReplicas`` (§f), Available."""
+    """DS gate: ``status.ds_fully_rolled`` (per role ``desired == replicas == ready == updated``, §f,
+    Available for this generation), with one named check per predicate and role."""
+    checks = apistatus.ds_fully_rolled_checks(obj)
     roles = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
-    checks: dict[str, bool] = {"observedGeneration": status_current(obj)}
     parts = []
     for name, desired in ds_role_targets(obj).items():
         rs = roles.get(name) or {}
-        got = (int(rs.get("replicas") or 0), int(rs.get("readyReplicas") or 0),
-               int(rs.get("updatedReplicas") or 0))
-        checks[f"role:{name}"] = got == (desired, desired, desired)
-        parts.append(f"{name}={got[0]}/{got[1]}/{got[2]} of {desired}")
-    avail = apistatus.get_condition(obj, L.COND_AVAILABLE)
-    checks["available"] = bool(avail and avail.get("status") == "True")
-    checks["statusPredicate"] = apistatus.ds_fully_rolled(obj)
+        parts.append(f"{name}={int(rs.get('replicas') or 0)}/{int(rs.get('readyReplicas') or 0)}/"
+                     f"{int(rs.get('updatedReplicas') or 0)} of {desired}")
     return GateResult(all(checks.values()), checks, " ".join(parts))
 
 

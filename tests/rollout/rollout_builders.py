@@ -31,6 +31,9 @@ def status(replicas: int, ready: int, updated: int, *, observed: int = 1, availa
     cg = observed if cond_gen is None else cond_gen
     conds = [{"type": "Available", "status": "True" if available else "False", "observedGeneration": cg},
              {"type": "Progressing", "status": "False" if available else "True", "observedGeneration": cg}]
+    if cg < 0:  # a condition written without observedGeneration
+        for c in conds:
+            del c["observedGeneration"]
     if update_in_progress:
         conds.append({"type": "UpdateInProgress", "status": "True", "observedGeneration": cg})
     return {"replicas": replicas, "readyReplicas": ready, "updatedReplicas": updated,
