@@ -1,9 +1,12 @@
 -- Argo CD health check for disaggregatedset.x-k8s.io/DisaggregatedSet (lwsflow).
--- Same rules as the LeaderWorkerSet check, per role: for every role in spec.roles,
+-- Healthy exactly when lwsflow's status.ds_fully_rolled holds (one table of documents tests both):
+-- status.observedGeneration == metadata.generation; for every role in spec.roles,
 --   desired = role.spec.replicas (default 1) * spec.slices (default 1), and
---   desired == roleStatuses[role].replicas == readyReplicas == updatedReplicas.
+--   desired == roleStatuses[role].replicas == readyReplicas == updatedReplicas;
+-- and Available True with its observedGeneration == metadata.generation.
 -- External-scaled roles take their target from a DisaggregatedSetRoleScaler, which this object does
--- not show: they are judged by the DS Available condition instead.
+-- not show: they are judged by the DS Available condition alone (which upstream sets only when
+-- every role, External ones included, is at its target).
 -- LWS v0.10.0 never writes DS status (observedGeneration, roleStatuses and conditions arrived on main
 -- after v0.10.0, PRs #933 / #980): against v0.10 this check therefore stays Progressing with a
 -- message saying so; read the child LeaderWorkerSets (their own health check) there.
@@ -91,8 +94,11 @@ for _, role in ipairs(spec.roles or {}) do
 end
 
 local available = condition(status.conditions, "Available")
-if external and (available == nil or available.status ~= "True") then
-  table.insert(diffs, "externally scaled roles not Available yet")
+if available == nil or available.status ~= "True" then
+  table.insert(diffs, "Available not True" .. (external and " (externally scaled roles)" or ""))
+elseif count(available.observedGeneration, -1) ~= generation then
+  table.insert(diffs, "Available not True for generation " .. tostring(generation) ..
+    " (condition observedGeneration " .. tostring(available.observedGeneration) .. ")")
 end
 
 if #diffs == 0 then

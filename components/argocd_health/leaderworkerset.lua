@@ -2,10 +2,13 @@
 -- Argo CD's default Lua VM opens only the base, table, package and a "safe" os (time, date)
 -- libraries: no string or math library, so this script uses neither.
 --
--- Healthy     status.observedGeneration == metadata.generation and
+-- Healthy     exactly lwsflow's status.lws_fully_rolled (one table of documents tests both):
+--             status.observedGeneration == metadata.generation,
 --             spec.replicas == status.replicas == status.readyReplicas == status.updatedReplicas
 --             (surge groups are counted in all three status counts, so a stage that keeps surge
---             groups, e.g. R=4 S=1 at 5/5/3, is not Healthy).
+--             groups, e.g. R=4 S=1 at 5/5/3, is not Healthy), Available True with its
+--             observedGeneration == metadata.generation, and UpdateInProgress not True (it can stay
+--             True, stale, while the last groups turn ready: lws-semantics §c).
 -- Degraded    a failure condition is True (Failed, Degraded, ReplicaFailure, or Progressing=False
 --             with reason ProgressDeadlineExceeded), the lwsflow rollout ended Failed / RolledBack /
 --             Aborted, or a running lwsflow rollout stage passed its deadline: annotations
@@ -17,6 +20,14 @@ local hs = {}
 local function count(v, default)
   if v == nil then return default end
   return tonumber(v) or default
+end
+
+local function condition(conditions, ctype)
+  if conditions == nil then return nil end
+  for _, c in ipairs(conditions) do
+    if c.type == ctype then return c end
+  end
+  return nil
 end
 
 local function failed_condition(conditions)
@@ -74,6 +85,18 @@ for _, name in ipairs(names) do
   if have ~= want then
     table.insert(diffs, "status." .. name .. " " .. tostring(have) .. " != spec.replicas " .. tostring(want))
   end
+end
+
+local available = condition(status.conditions, "Available")
+if available == nil or available.status ~= "True" then
+  table.insert(diffs, "Available not True")
+elseif count(available.observedGeneration, -1) ~= generation then
+  table.insert(diffs, "Available not True for generation " .. tostring(generation) ..
+    " (condition observedGeneration " .. tostring(available.observedGeneration) .. ")")
+end
+local updating = condition(status.conditions, "UpdateInProgress")
+if updating ~= nil and updating.status == "True" then
+  table.insert(diffs, "UpdateInProgress True")
 end
 
 if #diffs == 0 then

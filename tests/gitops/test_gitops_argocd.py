@@ -9,6 +9,7 @@ from typing import Any
 
 import lupa
 import pytest
+import yaml
 
 from lwsflow.components.argocd import (
     HEALTH_KEY,
@@ -90,203 +91,23 @@ def counts(r: int, ready: int, updated: int, *conds: tuple[str, str]) -> dict[st
     }
 
 
-AVAILABLE = ("Available", "True")
-PROGRESSING = ("Progressing", "True")
 UPDATING = ("UpdateInProgress", "True")
-RUNNING = {"rollout.lwsflow.io/phase": "Running", "rollout.lwsflow.io/deadline-seconds": "1800"}
-
-LWS_CASES = [
-    pytest.param(lws(4, None), "Progressing", "report status", id="no-status-yet"),
-    pytest.param(
-        lws(4, counts(4, 4, 4, AVAILABLE), generation=3)
-        | {"status": {"observedGeneration": 2, **counts(4, 4, 4, AVAILABLE)}},
-        "Progressing",
-        "observe generation 3",
-        id="stale-generation",
-    ),
-    pytest.param(lws(4, counts(4, 4, 4, AVAILABLE)), "Healthy", "all 4 groups", id="at-rest"),
-    # issue 4: frozen at rest (partition = replicas, every group current) is healthy...
-    pytest.param(
-        frozen(lws(4, counts(4, 4, 4, AVAILABLE), annotations={"rollout.lwsflow.io/phase": "Succeeded"})),
-        "Healthy", "all 4 groups", id="frozen-at-rest",
-    ),
-    # ...a synced template waiting frozen for the controller is not (no group updated yet, §c: the
-    # LWS still reports Available because no group in [P, R) exists to update)
-    pytest.param(
-        frozen(lws(4, counts(4, 4, 0, AVAILABLE))), "Progressing",
-        "status.updatedReplicas 0 != spec.replicas 4", id="synced-template-frozen",
-    ),
-    # §d worked trace, R=4 U=1 S=1 P=2: the stage is done (Available) but the surge group remains
-    pytest.param(
-        lws(4, counts(5, 5, 3, AVAILABLE)),
-        "Progressing",
-        "status.replicas 5 != spec.replicas 4; status.readyReplicas 5 != spec.replicas 4; "
-        "status.updatedReplicas 3 != spec.replicas 4",
-        id="surge-mid-stage-5-5-3",
-    ),
-    pytest.param(
-        lws(4, counts(5, 4, 1, PROGRESSING, UPDATING)),
-        "Progressing",
-        "status.updatedReplicas 1",
-        id="surge-created-tick0",
-    ),
-    # §c: R=4 S=2, groups 2-5 updated: updated == spec.replicas while groups 0-1 are still old
-    pytest.param(
-        lws(4, counts(6, 6, 4, PROGRESSING)),
-        "Progressing",
-        "status.replicas 6 != spec.replicas 4",
-        id="surge-updated-equals-spec",
-    ),
-    pytest.param(
-        lws(3, counts(3, 1, 3, PROGRESSING)),
-        "Progressing",
-        "status.readyReplicas 1 != spec.replicas 3",
-        id="groups-starting",
-    ),
-    pytest.param(
-        lws(4, counts(4, 3, 2, UPDATING, PROGRESSING)),
-        "Progressing",
-        "status.updatedReplicas 2",
-        id="rolling-one-at-a-time",
-    ),
-    pytest.param(lws(0, {"replicas": 0}), "Healthy", "all 0 groups", id="scaled-to-zero"),
-    pytest.param(lws(None, counts(1, 1, 1, AVAILABLE)), "Healthy", "all 1 groups", id="default-replicas"),
-    pytest.param(
-        lws(4, counts(4, 3, 4, ("Failed", "True"))), "Degraded", "Failed (R): m", id="failed-condition"
-    ),
-    pytest.param(
-        lws(4, counts(4, 4, 2, ("Progressing", "False")) | {"observedGeneration": 2} | {}),
-        "Progressing",
-        "status.updatedReplicas 2",
-        id="progressing-false-no-deadline",
-    ),
-    pytest.param(
-        lws(
-            4,
-            counts(4, 4, 4, AVAILABLE),
-            annotations={
-                "rollout.lwsflow.io/phase": "RolledBack",
-                "rollout.lwsflow.io/reason": "gate timed out",
-            },
-        ),
-        "Degraded",
-        "RolledBack: gate timed out",
-        id="rolled-back",
-    ),
-    pytest.param(
-        lws(
-            4,
-            counts(4, 3, 2, UPDATING),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 2000)},
-        ),
-        "Degraded",
-        "no progress for 2000s (deadline 1800s)",
-        id="deadline-passed",
-    ),
-    pytest.param(
-        lws(
-            4,
-            counts(4, 3, 2, UPDATING),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 60)},
-        ),
-        "Progressing",
-        "status.updatedReplicas 2",
-        id="deadline-not-yet",
-    ),
-    pytest.param(
-        lws(
-            4,
-            counts(4, 4, 4, AVAILABLE),
-            annotations={**RUNNING, "rollout.lwsflow.io/stage-started-epoch": str(NOW - 9000)},
-        ),
-        "Healthy",
-        "all 4",
-        id="deadline-irrelevant-when-done",
-    ),
-]
+# One table of status documents for the Lua health checks and controller/api/status.py (which
+# tests/api/test_api_status_table.py runs on the same rows): they agree on every row.
+STATUS_DOCUMENTS = yaml.safe_load((Path(__file__).parents[1] / "data" / "status_documents.yaml").read_text())
 
 
-@pytest.mark.parametrize(("obj", "status", "message"), LWS_CASES)
-def test_lws_health(obj: dict[str, Any], status: str, message: str, runtime: str) -> None:
-    got_status, got_message = run_health("LeaderWorkerSet", obj, runtime)
-    assert (got_status, message in got_message) == (status, True), got_message
+@pytest.mark.parametrize("row", STATUS_DOCUMENTS, ids=[r["id"] for r in STATUS_DOCUMENTS])
+def test_health_table(row: dict[str, Any], runtime: str) -> None:
+    got_status, got_message = run_health(row["kind"], row["object"], runtime)
+    assert (got_status, row["message"] in got_message) == (row["lua"], True), got_message
 
 
-def ds(
-    roles: dict[str, int],
-    role_status: list[dict[str, Any]] | None,
-    slices: int | None = None,
-    generation: int = 1,
-    conditions: list[dict[str, str]] | None = None,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"roles": [{"name": n, "spec": {"replicas": r}} for n, r in roles.items()]}
-    if slices is not None:
-        spec["slices"] = slices
-    obj: dict[str, Any] = {
-        "apiVersion": "disaggregatedset.x-k8s.io/v1",
-        "kind": "DisaggregatedSet",
-        "metadata": {"name": "pd", "generation": generation},
-        "spec": spec,
-    }
-    if role_status is not None:
-        obj["status"] = {"observedGeneration": 1, "roleStatuses": role_status, "conditions": conditions or []}
-    return obj
-
-
-def role(name: str, r: int, ready: int, updated: int) -> dict[str, Any]:
-    return {"name": name, "replicas": r, "readyReplicas": ready, "updatedReplicas": updated}
-
-
-DS_CASES = [
-    pytest.param(ds({"prefill": 2, "decode": 2}, None), "Progressing", "LWS v0.10.0", id="v0.10-no-status"),
-    pytest.param(
-        ds({"prefill": 2, "decode": 2}, [role("prefill", 2, 2, 2), role("decode", 2, 2, 2)]),
-        "Healthy",
-        "all roles",
-        id="at-rest",
-    ),
-    # §f medium_6_2_surge1 mid-rollout (old 4,2 | new 3,1): counts span both revisions
-    pytest.param(
-        ds({"prefill": 6, "decode": 2}, [role("prefill", 7, 7, 3), role("decode", 3, 3, 1)]),
-        "Progressing",
-        "role prefill: replicas 7 != desired 6",
-        id="mid-rollout",
-    ),
-    pytest.param(
-        ds({"prefill": 2, "decode": 2}, [role("prefill", 4, 4, 4), role("decode", 4, 4, 4)], slices=2),
-        "Healthy",
-        "all roles",
-        id="two-slices",
-    ),
-    pytest.param(
-        ds({"prefill": 2, "decode": 2}, [role("prefill", 2, 2, 2), role("decode", 2, 2, 2)], generation=2),
-        "Progressing",
-        "observe generation 2",
-        id="stale-generation",
-    ),
-    pytest.param(
-        ds({"prefill": 2, "decode": 2}, [role("prefill", 2, 2, 2)]),
-        "Progressing",
-        "role decode: no status",
-        id="role-missing",
-    ),
-    pytest.param(
-        ds(
-            {"prefill": 1, "decode": 1},
-            [role("prefill", 1, 0, 1), role("decode", 1, 1, 1)],
-            conditions=[{"type": "Failed", "status": "True", "reason": "X", "message": "boom"}],
-        ),
-        "Degraded",
-        "boom",
-        id="failed-condition",
-    ),
-]
-
-
-@pytest.mark.parametrize(("obj", "status", "message"), DS_CASES)
-def test_ds_health(obj: dict[str, Any], status: str, message: str, runtime: str) -> None:
-    got_status, got_message = run_health("DisaggregatedSet", obj, runtime)
-    assert (got_status, message in got_message) == (status, True), got_message
+def test_table_covers_every_health_state() -> None:
+    """Both kinds reach Healthy, Progressing and Degraded in the table (no verdict goes untested)."""
+    for kind in ("LeaderWorkerSet", "DisaggregatedSet"):
+        verdicts = {r["lua"] for r in STATUS_DOCUMENTS if r["kind"] == kind}
+        assert verdicts == {"Healthy", "Progressing", "Degraded"}
 
 
 def test_applications_ignore_the_partition_and_build(tree: Path, tmp_path: Path) -> None:
