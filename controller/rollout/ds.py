@@ -11,37 +11,64 @@ to the end; the only brake is ``abort`` (roll back).
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any
 
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS
 from lwsflow.controller.rollout import gate
-from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
-from lwsflow.controller.rollout.report import RolloutReport
+from lwsflow.controller.rollout.engine import Rollout
+from lwsflow.controller.rollout.kinds import one_stage
+from lwsflow.controller.rollout.options import RolloutOptions
+from lwsflow.controller.rollout.target import Target
 
 CANNOT_PAUSE = ("a DisaggregatedSet has no partition, so its rollout cannot be paused "
                 "(lws-semantics §f); use `lwsflow rollout abort` to roll it back")
 
 
-class DsRollout(LwsRollout):
-    """The LWS engine with DS reads: no partition, one stage, the per-role gate."""
+class DsKind:
+    """A DisaggregatedSet: no partition, one stage, the per-role gate on ``status.roleStatuses``."""
 
-    def __init__(self, kube: Kube, namespace: str, name: str, opts: RolloutOptions, clock: Clock,
-                 **kw: object) -> None:
-        kw.setdefault("report", RolloutReport("DisaggregatedSet", namespace, name))
-        opts = dataclasses.replace(opts, targets=[1], stages="100%")  # one stage: no partition
-        super().__init__(kube, namespace, name, opts, clock, **kw)  # type: ignore[arg-type]
-        self.res, self.kind, self.partitioned = DS, "DisaggregatedSet", False
+    kind = "DisaggregatedSet"
+    res = DS
+    has_partition = False
 
-    def _gate(self, obj: dict, target_groups: int) -> gate.GateResult:
+    def options(self, opts: RolloutOptions) -> RolloutOptions:
+        return one_stage(opts)
+
+    def stage_targets(self, opts: RolloutOptions, replicas: int) -> list[int]:
+        return [1]
+
+    def partition_patch(self, partition: int) -> Obj | None:
+        return None
+
+    def stage_partition(self, target_groups: int, obj: Obj) -> int:
+        return 0
+
+    def gate(self, obj: Obj, target_groups: int) -> gate.GateResult:
         return gate.ds_gate(obj)
 
-    def _ready(self, obj: dict) -> int | None:
+    def rolled_back(self, obj: Obj) -> gate.GateResult:
+        return gate.ds_gate(obj)
+
+    def ready_groups(self, obj: Obj) -> int | None:
         if not gate.status_current(obj):
             return None
         return sum(gate.ds_role_ready_groups(obj).values())
+
+    def revision_skew(self, t: Target) -> str:
+        return ""  # the DS controller replaces whole child LWS: no half-replaced group to look for
+
+    def unstick_rollback(self, t: Target, obj: Obj) -> None:
+        return None  # the DS controller recreates the previous roles' LWS itself
+
+
+def ds_rollout(kube: Kube, namespace: str, name: str, opts: RolloutOptions, clock: Clock,
+               **kw: Any) -> Rollout:
+    """The rollout executor with the DisaggregatedSet strategy."""
+    return Rollout(kube, namespace, name, opts, clock, strategy=DsKind(), **kw)
 
 
 def refuse_pause() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.errors import Conflict, InvalidInput
+from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import LWS
@@ -28,8 +28,8 @@ from lwsflow.controller.rollout.engine import (
     PAUSED,
     ROLLED_BACK,
     SUCCEEDED,
-    LwsRollout,
     Outcome,
+    Rollout,
     RolloutOptions,
     finish,
 )
@@ -83,11 +83,11 @@ class PairRollout:
         self.latest: dict[str, dict] = dict(live)
         self.replicas = reps
         self.max_skew = 0.0
-        self.engines: dict[str, LwsRollout] = {}
+        self.engines: dict[str, Rollout] = {}
         for role in ROLES:
             ropts = dataclasses.replace(opts, targets=targets[role], chain_partitions=False,
                                         defer_failure=True)
-            self.engines[role] = LwsRollout(
+            self.engines[role] = Rollout(
                 kube, namespace, live[role]["metadata"]["name"], ropts, clock,
                 manifest=manifests.get(role), recorder=self.events, report=self.report, role=role,
                 on_step=on_step, extra_guard=self._guard_for(role))
@@ -126,15 +126,8 @@ class PairRollout:
     def _advance(self, role: str, k: int) -> Outcome | None:
         """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome)."""
         eng = self.engines[role]
-        conflicts = 0
         while True:
-            try:
-                out = eng.step(until_stage=k)
-            except Conflict:  # re-read and re-plan (see LwsRollout.run)
-                conflicts += 1
-                if conflicts > 50:
-                    raise
-                continue
+            out = eng.step_retrying(until_stage=k)  # a 409 re-reads and re-plans after a backoff
             self.latest[role] = eng.obj
             if out is not None:
                 return out

@@ -53,6 +53,7 @@ class RolloutReport:
     events: list[dict[str, Any]] = field(default_factory=list)
     api_requests: int = 0
     api_retries: int = 0
+    api_conflicts: int = 0  # writes answered 409 and retried after a backoff (rollout.retry)
     partitions_written: list[int] = field(default_factory=list)
 
     def stage(self, index: int, target_groups: int, partition: int, role: str = "") -> StageRecord:

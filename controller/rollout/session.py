@@ -17,8 +17,8 @@ from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
 from lwsflow.controller.rollout import capacity, gate, state
-from lwsflow.controller.rollout.ds import DsRollout, refuse_pause
-from lwsflow.controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
+from lwsflow.controller.rollout.ds import ds_rollout, refuse_pause
+from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
 from lwsflow.controller.yamlio import load_yaml_documents
 
@@ -184,8 +184,8 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                                  _budget_patch(live, checked, ds), field_manager=L.FIELD_MANAGER)
             else:
                 doc = checked
-    return (DsRollout if ds else LwsRollout)(kube, target.namespace, target.name, opts, clock,
-                                             manifest=doc, on_step=on_step).run()
+    return (ds_rollout if ds else Rollout)(kube, target.namespace, target.name, opts, clock,
+                                           manifest=doc, on_step=on_step).run()
 
 
 def _budget_patch(live: dict, checked: dict, ds: bool) -> dict:

@@ -8,7 +8,7 @@ from rollout_env import NS, Env, ds_manifest, lws_manifest, new_release
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
-from lwsflow.controller.rollout.ds import DsRollout
+from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Interrupted, RolloutOptions
 from lwsflow.controller.rollout.pd import PairRollout, skew
 
@@ -86,7 +86,7 @@ def test_ds_rollout_gated_per_role(env: Env) -> None:
     base = ds_manifest("dis", prefill=2, decode=1)
     env.create_ready(base)
     seen: list[dict] = []
-    out = DsRollout(env.kube, NS, "dis", RolloutOptions(deadline_s=600), env.clock(),
+    out = ds_rollout(env.kube, NS, "dis", RolloutOptions(deadline_s=600), env.clock(),
                     manifest=new_release(base), on_step=lambda n: seen.append(
                         env.kube.get(DS, NS, "dis")) if n.endswith("gate-passed") else None).run()
     assert out.result == "succeeded", out.message
@@ -105,7 +105,7 @@ def test_ds_bad_release_reapplies_previous_spec(env: Env) -> None:
     base = ds_manifest("dbad", prefill=2, decode=1)
     env.create_ready(base)
     bad = new_release(base, **{"sim.lwsflow.io/never-ready": "true"})
-    out = DsRollout(env.kube, NS, "dbad", RolloutOptions(deadline_s=120), env.clock(), manifest=bad).run()
+    out = ds_rollout(env.kube, NS, "dbad", RolloutOptions(deadline_s=120), env.clock(), manifest=bad).run()
     assert out.result == "rolled-back", out.message
     final = env.kube.get(DS, NS, "dbad")
     assert gate.ds_gate(final).passed

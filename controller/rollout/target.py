@@ -1,0 +1,69 @@
+"""The object one rollout drives, and every read and write the executor and the rollback make on it.
+
+Shared by :mod:`lwsflow.controller.rollout.engine` (the executor) and
+:mod:`lwsflow.controller.rollout.rollback`, so neither imports the other's class. Writes are merge
+patches conditioned on the resourceVersion last seen (a concurrent writer makes them fail with 409).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.kube import watch as kwatch
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import EventRecorder
+from lwsflow.controller.kube.resources import Resource
+from lwsflow.controller.rollout import state
+from lwsflow.controller.rollout.outcome import Replan
+from lwsflow.controller.rollout.report import RolloutReport
+
+
+@dataclass
+class Target:
+    """One LWS or DS: where it is, the last copy seen (``obj``), and where progress is reported."""
+
+    kube: Kube
+    res: Resource
+    ns: str
+    name: str
+    clock: Clock
+    report: RolloutReport
+    events: EventRecorder
+    role: str = ""
+    on_step: Callable[[str], None] = field(default=lambda _s: None)
+    obj: Obj = field(default_factory=dict)
+
+    def read(self) -> Obj:
+        self.obj = self.kube.get(self.res, self.ns, self.name)
+        return self.obj
+
+    def write(self, patch: Obj, expect_hash: str = "") -> None:
+        """Merge-patch the object conditioned on the resourceVersion we acted on (409: re-read, check).
+
+        ``expect_hash``: the template hash the patch was planned for; a different one on re-read
+        means the plan is stale (Replan) rather than something to overwrite.
+        """
+        def make(cur: Obj) -> Obj:
+            if expect_hash and state.template_hash(state.template_of(cur)) != expect_hash:
+                raise Replan("template changed")
+            return copy.deepcopy(patch)
+        self.obj = self.kube.read_modify_write(self.res, self.ns, self.name, make,
+                                               field_manager=L.FIELD_MANAGER, current=self.obj or None)
+
+    def mark(self, st: state.RolloutState, **changes: object) -> None:
+        """Record ``changes`` (RolloutState fields) and the update time in the state annotations."""
+        ann = state.RolloutState(updated=state.iso(self.clock.now()), **changes)  # type: ignore[arg-type]
+        self.write({"metadata": {"annotations": ann.annotations(("updated", *changes))}})
+
+    def follow(self, until: float) -> Iterator[Obj]:
+        """Watch the object until cluster time ``until`` (plus a little wall slack)."""
+        budget = self.clock.wall(max(0.0, until - self.clock.now())) + 0.05
+        yield from kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
+
+    def checkpoint(self, name: str) -> None:
+        self.on_step(f"{self.role + ':' if self.role else ''}{name}")
