@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` (set up, then the full pipeline on the embedded
-# cluster) and `make test` (set up, then lint, drift checks and the whole test suite).
+# cluster) and `make test` (set up, then lint, type check, drift checks and the whole test suite).
 .PHONY: setup demo test lint bench
 
 setup:
@@ -10,9 +10,11 @@ demo: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	scripts/typecheck
 
 test: setup
 	.venv/bin/ruff check .
+	scripts/typecheck
 	.venv/bin/python -m pytest -n 2 -q
 
 bench: setup

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from lwsflow.controller.api.wire import Obj
+
 
 class Clock(Protocol):
     """What the engine needs from time."""
@@ -52,8 +54,8 @@ class ClusterClock:
     extrapolated at the reported speed. ``first``: a document just read, used instead of a fetch.
     """
 
-    def __init__(self, fetch: Callable[[], dict], resync_s: float = 0.5, *,
-                 first: dict | None = None) -> None:
+    def __init__(self, fetch: Callable[[], Obj], resync_s: float = 0.5, *,
+                 first: Obj | None = None) -> None:
         self._fetch = fetch
         self._resync = resync_s
         self._lock = threading.Lock()
@@ -65,7 +67,7 @@ class ClusterClock:
         else:
             self._sync(first)
 
-    def _sync(self, doc: dict | None = None) -> None:
+    def _sync(self, doc: Obj | None = None) -> None:
         doc = self._fetch() if doc is None else doc
         self._base_virtual = float(doc["now"])
         self._speed = max(1e-6, float(doc.get("speed") or 1.0))

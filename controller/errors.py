@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lwsflow.controller.api.wire import Obj
+
 
 class LwsflowError(Exception):
     """Base of every error lwsflow raises on purpose."""
@@ -72,13 +74,13 @@ class ApiError(LwsflowError):
     reason: str = "InternalError"
 
     def __init__(self, message: str = "", *, retry_after: float | None = None,
-                 details: dict | None = None) -> None:
+                 details: Obj | None = None) -> None:
         self.message = message or self.reason
         self.retry_after = retry_after
         self.details = details or {}
         super().__init__(f"{self.status} {self.reason}: {self.message}")
 
-    def to_status(self) -> dict:
+    def to_status(self) -> Obj:
         """The ``metav1.Status`` body the API server sends for this error."""
         body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": self.message, "reason": self.reason, "code": self.status}

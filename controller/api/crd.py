@@ -87,7 +87,8 @@ def packed(plural: str) -> dict[str, Any]:
     """The packaged extraction for ``plural`` (KeyError when lwsflow ships no such CRD)."""
     if plural not in CRD_SOURCES:
         raise KeyError(plural)
-    return json.loads(gzip.decompress((PACKAGE_DIR / f"{plural}.json.gz").read_bytes()))
+    doc: dict[str, Any] = json.loads(gzip.decompress((PACKAGE_DIR / f"{plural}.json.gz").read_bytes()))
+    return doc
 
 
 @cache

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from lwsflow.controller.api.common import as_dict, as_int
 from lwsflow.controller.api.labels import EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY
 from lwsflow.controller.api.lws_webhook import (
     RUC_PATH,
-    as_dict,
-    as_int,
     budget_stalls,
     dns1035_errors,
     ruc_of,
@@ -47,7 +46,8 @@ def ds_errors(obj: dict[str, Any]) -> list[FieldError]:
         out.append(FieldError("spec.placementPolicy.topology",
                               f"Required value: placementPolicy type {placement.get('type')} needs a "
                               "topology key"))
-    roles = spec.get("roles") if isinstance(spec.get("roles"), list) else []
+    roles_v = spec.get("roles")
+    roles: list[Any] = roles_v if isinstance(roles_v, list) else []
     for i, role in enumerate(roles):
         if isinstance(role, dict):
             out.extend(_role_errors(role, f"spec.roles[{i}]", name, slices, placed))

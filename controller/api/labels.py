@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 # -- upstream LeaderWorkerSet (api/leaderworkerset/v1/leaderworkerset_types.go) ----------------------
 LWS_GROUP = "leaderworkerset.x-k8s.io"
-LWS_API_VERSION = f"{LWS_GROUP}/v1"
-LWS_KIND = "LeaderWorkerSet"
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"  # literal: the models type apiVersion with it
+LWS_KIND: Final = "LeaderWorkerSet"
 _P = "leaderworkerset.sigs.k8s.io"
 NAME = f"{_P}/name"
 WORKER_INDEX = f"{_P}/worker-index"
@@ -33,8 +35,8 @@ COND_UPDATE_IN_PROGRESS = "UpdateInProgress"
 
 # -- upstream DisaggregatedSet (pkg/utils/disaggregatedset/utils.go) --------------------------------
 DS_GROUP = "disaggregatedset.x-k8s.io"
-DS_API_VERSION = f"{DS_GROUP}/v1"
-DS_KIND = "DisaggregatedSet"
+DS_API_VERSION: Final = "disaggregatedset.x-k8s.io/v1"
+DS_KIND: Final = "DisaggregatedSet"
 DS_NAME = f"{DS_GROUP}/name"
 DS_ROLE = f"{DS_GROUP}/role"
 DS_SLICE = f"{DS_GROUP}/slice"

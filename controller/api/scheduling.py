@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from lwsflow.controller.api.wire import Obj
 
-def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
+
+def tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
     """Whether a pod with ``tolerations`` may schedule on a node with ``taint`` (core/v1 rules)."""
     if taint.get("effect") == "PreferNoSchedule":
         return True

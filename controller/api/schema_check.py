@@ -21,6 +21,7 @@ import jsonschema
 
 from lwsflow.controller.api.common import as_dict, field_path
 from lwsflow.controller.api.crd import crd_info
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)
@@ -100,7 +101,7 @@ def _message(err: jsonschema.ValidationError) -> str:
         return f"Invalid value: {_short(inst)}: must be an integer or a string"
     if v == "format":
         return f"Invalid value: {inst}: does not fit in {val}"
-    return err.message
+    return str(err.message)
 
 
 def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
@@ -138,7 +139,7 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
 }
 
 
-def _cel_sites(schema: dict[str, Any], parts: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict]]:
+def _cel_sites(schema: dict[str, Any], parts: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Obj]]:
     """(path, rule) for every x-kubernetes-validations rule reachable through plain properties."""
     for rule in schema.get("x-kubernetes-validations") or []:
         yield parts, rule
@@ -149,7 +150,7 @@ def _cel_sites(schema: dict[str, Any], parts: tuple[str, ...] = ()) -> Iterator[
 
 
 @cache
-def cel_sites(plural: str) -> tuple[tuple[tuple[str, ...], dict], ...]:
+def cel_sites(plural: str) -> tuple[tuple[tuple[str, ...], Obj], ...]:
     return tuple(_cel_sites(crd_info(plural).schema))
 
 

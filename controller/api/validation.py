@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lwsflow.controller.api.common import as_dict
 from lwsflow.controller.api.crd import crd_for_object
 from lwsflow.controller.api.defaults import default_object
 from lwsflow.controller.api.ds_webhook import ds_errors
 from lwsflow.controller.api.labels import DS_KIND, LWS_KIND
-from lwsflow.controller.api.lws_webhook import as_dict, lws_errors
+from lwsflow.controller.api.lws_webhook import lws_errors
 from lwsflow.controller.api.schema_check import CORE_TEMPLATE_FIELDS, schema_errors, structural_walk
 from lwsflow.controller.errors import FieldError
 
@@ -55,8 +56,7 @@ def validate_object(obj: dict[str, Any]) -> list[FieldError]:
         errors.extend(ds_errors(defaulted))
     elif not as_dict(defaulted.get("metadata")).get("name"):
         errors.append(FieldError("metadata.name", "Required value"))
-    seen: set[FieldError] = set()
-    unique = [e for e in errors if not (e in seen or seen.add(e))]
+    unique = list(dict.fromkeys(errors))  # first occurrence of each, in order
     return sorted(unique, key=lambda e: e.path)
 
 

@@ -78,11 +78,11 @@ def spec(obj: Obj) -> dict[str, Any]:
     return _part(obj, "spec")
 
 
-def labels(obj: Obj) -> dict[str, str]:
+def labels_of(obj: Obj) -> dict[str, str]:
     return metadata(obj).get("labels") or {}
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     return metadata(obj).get("annotations") or {}
 
 

@@ -27,6 +27,7 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 from kubernetes.client.exceptions import ApiException
 
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import (
     ApiError,
     Conflict,
@@ -36,6 +37,8 @@ from lwsflow.controller.errors import (
     api_error_for,
 )
 from lwsflow.controller.kube.resources import Resource
+
+JsonPatch = list[Obj]  # RFC 6902 operations (a name: the method Kube.list shadows the builtin)
 
 log = logging.getLogger("lwsflow.kube")
 
@@ -108,7 +111,7 @@ class Kube:
             return sum(self.requests.values())
 
     # -- raw request -------------------------------------------------------------------------------
-    def request(self, method: str, path: str, *, body: Any = None, query: dict | None = None,
+    def request(self, method: str, path: str, *, body: Any = None, query: Obj | None = None,
                 content_type: str = "application/json", preload: bool = True,
                 timeout: float | None = None) -> Any:
         """One API call with bounded retries on 429/5xx/dropped connections; returns the JSON body."""
@@ -152,36 +155,36 @@ class Kube:
         self._sleep(delay)
 
     # -- typed verbs -------------------------------------------------------------------------------
-    def get(self, res: Resource, namespace: str, name: str) -> dict:
+    def get(self, res: Resource, namespace: str, name: str) -> Obj:
         return self.request("GET", res.path(namespace, name))
 
     def list(self, res: Resource, namespace: str | None = None, *, label_selector: str = "",
-             field_selector: str = "") -> tuple[list[dict], str]:
+             field_selector: str = "") -> tuple[list[Obj], str]:
         """Items and the list's resourceVersion (to start a watch from)."""
         doc = self.request("GET", res.path(namespace), query={
             "labelSelector": label_selector or None, "fieldSelector": field_selector or None})
         return list(doc.get("items") or []), str((doc.get("metadata") or {}).get("resourceVersion") or "")
 
-    def create(self, res: Resource, namespace: str, obj: dict) -> dict:
+    def create(self, res: Resource, namespace: str, obj: Obj) -> Obj:
         return self.request("POST", res.path(namespace), body=obj)
 
-    def delete(self, res: Resource, namespace: str, name: str, *, uid: str = "") -> dict:
+    def delete(self, res: Resource, namespace: str, name: str, *, uid: str = "") -> Obj:
         """DELETE, with a UID precondition when given (never delete a recreated namesake)."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
         return self.request("DELETE", res.path(namespace, name), body=body)
 
-    def merge_patch(self, res: Resource, namespace: str, name: str, patch: dict, *,
-                    field_manager: str = "", subresource: str = "") -> dict:
+    def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj, *,
+                    field_manager: str = "", subresource: str = "") -> Obj:
         """JSON merge patch. Put ``metadata.resourceVersion`` in ``patch`` to make it conditional."""
         return self.request("PATCH", res.path(namespace, name, subresource), body=patch,
                             content_type=MERGE_PATCH, query={"fieldManager": field_manager or None})
 
-    def json_patch(self, res: Resource, namespace: str, name: str, ops: list[dict], *,
-                   field_manager: str = "") -> dict:
+    def json_patch(self, res: Resource, namespace: str, name: str, ops: JsonPatch, *,
+                   field_manager: str = "") -> Obj:
         return self.request("PATCH", res.path(namespace, name), body=ops, content_type=JSON_PATCH,
                             query={"fieldManager": field_manager or None})
 
-    def apply(self, res: Resource, obj: dict, *, field_manager: str, force: bool = True) -> dict:
+    def apply(self, res: Resource, obj: Obj, *, field_manager: str, force: bool = True) -> Obj:
         """Server-side apply of ``obj`` (sent as JSON, which is YAML) under ``field_manager``."""
         meta = obj.get("metadata") or {}
         return self.request("PATCH", res.path(meta.get("namespace"), meta["name"]),
@@ -189,8 +192,8 @@ class Kube:
                             query={"fieldManager": field_manager, "force": "true" if force else None})
 
     def read_modify_write(self, res: Resource, namespace: str, name: str,
-                          make_patch: Callable[[dict], dict | None], *, field_manager: str = "",
-                          attempts: int = 10, current: dict | None = None) -> dict:
+                          make_patch: Callable[[Obj], Obj | None], *, field_manager: str = "",
+                          attempts: int = 10, current: Obj | None = None) -> Obj:
         """Re-read and retry on 409: ``make_patch(current)`` returns a merge patch (None: nothing to do).
 
         The patch carries the read resourceVersion, so a concurrent writer makes it fail with 409
@@ -211,6 +214,6 @@ class Kube:
                 self._sleep(self._rng.uniform(0, self.base_delay * attempt))
         raise AssertionError("unreachable")
 
-    def get_json(self, path: str) -> dict:
+    def get_json(self, path: str) -> Obj:
         """GET any path on the API server (e.g. the embedded cluster's ``/lwsflow/v1/clock``)."""
         return self.request("GET", path)

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import EVENT
@@ -27,9 +28,9 @@ class EventRecorder:
     def __init__(self, kube: Kube, now: Callable[[], float]) -> None:
         self.kube = kube
         self.now = now
-        self.recorded: list[dict] = []  # what was emitted, for the report
+        self.recorded: list[Obj] = []  # what was emitted, for the report
 
-    def emit(self, obj: dict, reason: str, message: str, *, warning: bool = False) -> None:
+    def emit(self, obj: Obj, reason: str, message: str, *, warning: bool = False) -> None:
         meta = obj.get("metadata") or {}
         ts = _ts(self.now())
         ev = {

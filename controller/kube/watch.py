@@ -18,6 +18,7 @@ import urllib3
 from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import Gone, NotFound
 from lwsflow.controller.kube.client import Kube, translate
 from lwsflow.controller.kube.resources import Resource
@@ -26,7 +27,7 @@ log = logging.getLogger("lwsflow.kube.watch")
 
 
 def _stream(kube: Kube, res: Resource, namespace: str | None, *, resource_version: str,
-            timeout_s: int, field_selector: str = "", label_selector: str = "") -> Iterator[dict]:
+            timeout_s: int, field_selector: str = "", label_selector: str = "") -> Iterator[Obj]:
     """One watch request as raw events ``{"type", "object"}`` (the official Watch decoder)."""
     def call(**kw: Any) -> Any:  # no docstring on purpose: Watch then yields plain dicts
         return kube.request("GET", res.path(namespace), preload=False, timeout=timeout_s + 5, query={
@@ -44,7 +45,7 @@ def _stream(kube: Kube, res: Resource, namespace: str | None, *, resource_versio
 
 
 def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget: float,
-           chunk_s: int = 30) -> Iterator[dict]:
+           chunk_s: int = 30) -> Iterator[Obj]:
     """Yield the object now and after each change, for at most ``wall_budget`` wall seconds.
 
     Raises NotFound when the object is deleted (a rollout target must not vanish under us).
@@ -61,7 +62,7 @@ def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget:
             for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=timeout,
                               field_selector=selector):
                 etype, o = ev.get("type"), ev.get("raw_object") or ev.get("object")
-                if etype == "BOOKMARK":
+                if etype == "BOOKMARK" and isinstance(o, dict):
                     rv = (o.get("metadata") or {}).get("resourceVersion") or rv
                     continue
                 if not isinstance(o, dict) or (o.get("metadata") or {}).get("name") != name:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve as resolve_int_or_percent
 from lwsflow.controller.api.scheduling import tolerates
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.rollout import gate
 
 Usage = dict[str, int]  # node -> GPUs one group holds there
@@ -53,7 +54,7 @@ class Plan:
     """One LWS (or one DS role) to roll: the new group's pods, the old groups, the budget."""
 
     name: str  # "" for a single LWS, the role name for a DS role
-    specs: list[dict]  # pod specs of one NEW group: leader first
+    specs: list[Obj]  # pod specs of one NEW group: leader first
     replicas: int  # groups it ends with
     budget: Budget
     old_groups: list[Usage] = field(default_factory=list)  # in replacement order
@@ -108,7 +109,7 @@ class CapacityReport:
 # -- cluster reading ---------------------------------------------------------------------------------
 
 
-def _gpu(pod_spec: dict) -> int:
+def _gpu(pod_spec: Obj) -> int:
     total = 0
     for c in pod_spec.get("containers") or []:
         res = c.get("resources") or {}
@@ -120,7 +121,7 @@ def _gpu(pod_spec: dict) -> int:
     return total
 
 
-def _eligible(node: dict, pod_spec: dict) -> bool:
+def _eligible(node: Obj, pod_spec: Obj) -> bool:
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
     if spec.get("unschedulable"):
         return False
@@ -135,7 +136,7 @@ def _eligible(node: dict, pod_spec: dict) -> bool:
                if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 
-def free_gpus(nodes: list[dict], pods: list[dict]) -> dict[str, int]:
+def free_gpus(nodes: list[Obj], pods: list[Obj]) -> dict[str, int]:
     """Allocatable minus requested GPUs per node (pods that are bound and not finished)."""
     free = {}
     for n in nodes:
@@ -148,7 +149,7 @@ def free_gpus(nodes: list[dict], pods: list[dict]) -> dict[str, int]:
     return free
 
 
-def group_pod_specs(lws_spec_owner: dict) -> list[dict]:
+def group_pod_specs(lws_spec_owner: Obj) -> list[Obj]:
     """The pod specs of one group: the leader (leaderTemplate or workerTemplate) then the workers.
 
     Takes an LWS object or a DS role (anything with ``spec.leaderWorkerTemplate``).
@@ -160,7 +161,7 @@ def group_pod_specs(lws_spec_owner: dict) -> list[dict]:
     return [leader] + [worker] * (size - 1)
 
 
-def _groups(pods: list[dict], match: dict[str, str]) -> dict[tuple[str, int], Usage]:
+def _groups(pods: list[Obj], match: dict[str, str]) -> dict[tuple[str, int], Usage]:
     """GPU usage per (owning LWS, group index) of the bound, live pods whose labels match."""
     out: dict[tuple[str, int], Usage] = {}
     for p in pods:
@@ -179,17 +180,17 @@ def _groups(pods: list[dict], match: dict[str, str]) -> dict[tuple[str, int], Us
     return out
 
 
-def _old_gpus(groups: list[Usage], new_specs: list[dict]) -> int:
+def _old_gpus(groups: list[Usage], new_specs: list[Obj]) -> int:
     """GPUs per old group: the largest running one, else (none running) a new group's."""
     return max((sum(u.values()) for u in groups), default=sum(_gpu(s) for s in new_specs))
 
 
-def _in(pods: list[dict], namespace: str | None) -> list[dict]:
+def _in(pods: list[Obj], namespace: str | None) -> list[Obj]:
     return [p for p in pods if namespace is None or (p.get("metadata") or {}).get("namespace") in
             (None, namespace)]
 
 
-def lws_plan(lws: dict, pods: list[dict], budget: Budget | None = None,
+def lws_plan(lws: Obj, pods: list[Obj], budget: Budget | None = None,
              namespace: str | None = None) -> Plan:
     """The plan for rolling ``lws``'s template (as given: the new one) over its running groups.
 
@@ -206,7 +207,7 @@ def lws_plan(lws: dict, pods: list[dict], budget: Budget | None = None,
     return Plan("", specs, r, b, old, _old_gpus(old, specs), surge)
 
 
-def role_budget(role: dict) -> Budget:
+def role_budget(role: Obj) -> Budget:
     """A DS role's budget: its rollingUpdateConfiguration, else the DS planner's maxSurge 1 /
     maxUnavailable 0 (lws-semantics §f); percentages resolve against the role's replicas."""
     r = gate.replicas(role)
@@ -217,7 +218,7 @@ def role_budget(role: dict) -> Budget:
                   resolve_int_or_percent(ruc.get("maxUnavailable", 1), r, round_up=False, default=1))
 
 
-def ds_plans(ds: dict, pods: list[dict], budgets: dict[str, Budget] | None = None,
+def ds_plans(ds: Obj, pods: list[Obj], budgets: dict[str, Budget] | None = None,
              namespace: str | None = None) -> list[Plan]:
     """One plan per role of ``ds`` (its roles as given: the new ones) over the role's running groups.
 
@@ -247,11 +248,11 @@ def ds_plans(ds: dict, pods: list[dict], budgets: dict[str, Budget] | None = Non
 class _Pool:
     """Free GPUs per node while the rollout is simulated."""
 
-    def __init__(self, nodes: list[dict], pods: list[dict]) -> None:
+    def __init__(self, nodes: list[Obj], pods: list[Obj]) -> None:
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.free = free_gpus(nodes, pods)
 
-    def place(self, specs: list[dict]) -> Usage | None:
+    def place(self, specs: list[Obj]) -> Usage | None:
         """Place one whole group (gang) or nothing: first-fit decreasing, tightest node first."""
         trial = dict(self.free)
         use: Usage = {}
@@ -271,11 +272,11 @@ class _Pool:
             if n in self.free:
                 self.free[n] += g
 
-    def eligible(self, specs: list[dict]) -> dict[str, int]:
+    def eligible(self, specs: list[Obj]) -> dict[str, int]:
         return {n: f for n, f in self.free.items() if specs and _eligible(self.nodes[n], specs[0])}
 
 
-def simulate(plans: list[Plan], nodes: list[dict], pods: list[dict]) -> CapacityReport:
+def simulate(plans: list[Plan], nodes: list[Obj], pods: list[Obj]) -> CapacityReport:
     """Play the rolling update of every plan (lockstep) on the node pool; the first shortfall wins."""
     pool = _Pool(nodes, pods)
     first = plans[0]
@@ -327,13 +328,13 @@ def simulate(plans: list[Plan], nodes: list[dict], pods: list[dict]) -> Capacity
     return report(worst, True, worst.budget.max_surge, worst.replicas)
 
 
-def check(lws: dict, nodes: list[dict], pods: list[dict], budget: Budget | None = None,
+def check(lws: Obj, nodes: list[Obj], pods: list[Obj], budget: Budget | None = None,
           namespace: str | None = None) -> CapacityReport:
     """Whether rolling ``lws``'s (new) template with its budget (or ``budget``) fits right now."""
     return simulate([lws_plan(lws, pods, budget, namespace)], nodes, pods)
 
 
-def check_ds(ds: dict, nodes: list[dict], pods: list[dict],
+def check_ds(ds: Obj, nodes: list[Obj], pods: list[Obj],
              budgets: dict[str, Budget] | None = None, namespace: str | None = None) -> CapacityReport:
     """The same for every role of a DisaggregatedSet (per-role budgets, roles in lockstep)."""
     return simulate(ds_plans(ds, pods, budgets, namespace), nodes, pods)
@@ -349,7 +350,7 @@ def candidates(configured: Budget, replicas: int) -> list[Budget]:
     return [b for b in dict.fromkeys(out) if b != configured]
 
 
-def choose_budget(lws: dict, nodes: list[dict], pods: list[dict],
+def choose_budget(lws: Obj, nodes: list[Obj], pods: list[Obj],
                   namespace: str | None = None) -> tuple[Budget, CapacityReport] | None:
     """The first fallback budget whose simulation fits, or None."""
     plan = lws_plan(lws, pods, namespace=namespace)
@@ -360,7 +361,7 @@ def choose_budget(lws: dict, nodes: list[dict], pods: list[dict],
     return None
 
 
-def choose_ds_budgets(ds: dict, nodes: list[dict], pods: list[dict], namespace: str | None = None
+def choose_ds_budgets(ds: Obj, nodes: list[Obj], pods: list[Obj], namespace: str | None = None
                       ) -> tuple[dict[str, Budget], CapacityReport] | None:
     """Per-role fallbacks: walk the failing role's candidates (the others as they are) until the
     whole DS fits, then the next failing role; None when no combination tried fits."""
@@ -380,21 +381,21 @@ def choose_ds_budgets(ds: dict, nodes: list[dict], pods: list[dict], namespace: 
     return (budgets, rep) if rep.fits else None
 
 
-def _write_budget(spec_owner: dict, budget: Budget) -> None:
+def _write_budget(spec_owner: Obj, budget: Budget) -> None:
     """Set ``budget`` in ``spec.rolloutStrategy.rollingUpdateConfiguration`` of an LWS or a DS role."""
     ruc = spec_owner.setdefault("spec", {}).setdefault("rolloutStrategy", {"type": "RollingUpdate"}) \
         .setdefault("rollingUpdateConfiguration", {})
     ruc["maxSurge"], ruc["maxUnavailable"] = budget.max_surge, budget.max_unavailable
 
 
-def with_budget(lws: dict, budget: Budget) -> dict:
+def with_budget(lws: Obj, budget: Budget) -> Obj:
     """``lws`` with ``budget`` in its rollingUpdateConfiguration."""
     out = copy.deepcopy(lws)
     _write_budget(out, budget)
     return out
 
 
-def ds_with_budgets(ds: dict, budgets: dict[str, Budget]) -> dict:
+def ds_with_budgets(ds: Obj, budgets: dict[str, Budget]) -> Obj:
     """``ds`` with each role's budget written into its rollingUpdateConfiguration."""
     out = copy.deepcopy(ds)
     for role in out.get("spec", {}).get("roles") or []:

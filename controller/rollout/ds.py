@@ -20,6 +20,7 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.rollout.engine import Rollout
+from lwsflow.controller.rollout.gate import GateResult
 from lwsflow.controller.rollout.kinds import one_stage
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.target import Target
@@ -47,10 +48,10 @@ class DsKind:
     def stage_partition(self, target_groups: int, obj: Obj) -> int:
         return 0
 
-    def gate(self, obj: Obj, target_groups: int) -> gate.GateResult:
+    def gate(self, obj: Obj, target_groups: int) -> GateResult:
         return gate.ds_gate(obj)
 
-    def rolled_back(self, obj: Obj) -> gate.GateResult:
+    def rolled_back(self, obj: Obj) -> GateResult:
         return gate.ds_gate(obj)
 
     def ready_groups(self, obj: Obj) -> int | None:

@@ -16,6 +16,7 @@ from typing import Any
 from lwsflow.controller.api import intstr
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api import status as apistatus
+from lwsflow.controller.api.wire import Obj
 
 
 @dataclass(frozen=True)
@@ -30,45 +31,45 @@ class GateResult:
         return [k for k, ok in self.checks.items() if not ok]
 
 
-def _ruc(obj: dict) -> dict:
+def _ruc(obj: Obj) -> Obj:
     return ((obj.get("spec") or {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
 
 
-def replicas(obj: dict) -> int:
+def replicas(obj: Obj) -> int:
     """``spec.replicas`` with the CRD default of 1."""
     r = (obj.get("spec") or {}).get("replicas")
     return 1 if r is None else int(r)
 
 
-def partition(obj: dict) -> int:
+def partition(obj: Obj) -> int:
     """The user partition (``rollingUpdateConfiguration.partition``, default 0)."""
     return int(_ruc(obj).get("partition") or 0)
 
 
-def max_surge(obj: dict) -> int:
+def max_surge(obj: Obj) -> int:
     """Resolved maxSurge (percent rounds up, capped at replicas), as the LWS controller computes it."""
     return intstr.max_surge(_ruc(obj).get("maxSurge"), replicas(obj))
 
 
-def max_unavailable(obj: dict) -> int:
+def max_unavailable(obj: Obj) -> int:
     """Resolved maxUnavailable (percent rounds down, default 1)."""
     return intstr.max_unavailable(_ruc(obj).get("maxUnavailable"), replicas(obj))
 
 
-def floor(obj: dict) -> int:
+def floor(obj: Obj) -> int:
     """The availability floor: ready groups must not drop below ``replicas - maxUnavailable``."""
     return max(0, replicas(obj) - max_unavailable(obj))
 
 
-def _generation(obj: dict) -> int:
+def _generation(obj: Obj) -> int:
     return int((obj.get("metadata") or {}).get("generation") or 0)
 
 
-def _observed_generation(obj: dict) -> int:
+def _observed_generation(obj: Obj) -> int:
     return int((obj.get("status") or {}).get("observedGeneration") or 0)
 
 
-def counters(obj: dict) -> dict[str, int]:
+def counters(obj: Obj) -> dict[str, int]:
     """The numbers the gate reads, in one dict (reports and events print it)."""
     st = obj.get("status") or {}
     r = replicas(obj)
@@ -89,18 +90,18 @@ def counters(obj: dict) -> dict[str, int]:
     }
 
 
-def status_current(obj: dict) -> bool:
+def status_current(obj: Obj) -> bool:
     """The status (of an LWS or a DS) was computed for the current generation."""
     return _observed_generation(obj) == _generation(obj)
 
 
-def pod_ready(pod: dict) -> bool:
+def pod_ready(pod: Obj) -> bool:
     """The pod's Ready condition is True."""
     return any(cond.get("type") == "Ready" and cond.get("status") == "True"
                for cond in (pod.get("status") or {}).get("conditions") or [])
 
 
-def lws_stage_gate(obj: dict, target_groups: int) -> GateResult:
+def lws_stage_gate(obj: Obj, target_groups: int) -> GateResult:
     """Gate for a stage that must have ``target_groups`` highest-ordinal groups updated and ready.
 
     The verdict is :mod:`lwsflow.controller.api.status`'s (``lws_fully_rolled`` at the last stage,
@@ -117,19 +118,19 @@ def lws_stage_gate(obj: dict, target_groups: int) -> GateResult:
     return GateResult(all(checks.values()), checks, detail)
 
 
-def lws_fully_rolled(obj: dict) -> GateResult:
+def lws_fully_rolled(obj: Obj) -> GateResult:
     """The last-stage gate (also used to confirm a rollback): every group updated and ready."""
     return lws_stage_gate(obj, replicas(obj))
 
 
-def ds_role_targets(obj: dict) -> dict[str, int]:
+def ds_role_targets(obj: Obj) -> dict[str, int]:
     """Desired groups per DS role: ``replicas`` (default 1) times ``slices`` (Static roles)."""
     spec = obj.get("spec") or {}
     slices = int(spec.get("slices") or 1)
     return {role["name"]: replicas(role) * slices for role in spec.get("roles") or []}
 
 
-def ds_gate(obj: dict) -> GateResult:
+def ds_gate(obj: Obj) -> GateResult:
     """DS gate: ``status.ds_fully_rolled`` (per role ``desired == replicas == ready == updated``, §f,
     Available for this generation), with one named check per predicate and role."""
     checks = apistatus.ds_fully_rolled_checks(obj)
@@ -142,13 +143,13 @@ def ds_gate(obj: dict) -> GateResult:
     return GateResult(all(checks.values()), checks, " ".join(parts))
 
 
-def ds_role_ready_groups(obj: dict) -> dict[str, int]:
+def ds_role_ready_groups(obj: Obj) -> dict[str, int]:
     """Ready groups per role from ``status.roleStatuses`` (for the floor and reports)."""
     return {r.get("name", ""): int(r.get("readyReplicas") or 0)
             for r in (obj.get("status") or {}).get("roleStatuses") or []}
 
 
-def summary(obj: dict) -> dict[str, Any]:
+def summary(obj: Obj) -> dict[str, Any]:
     """A compact status line for logs: counters plus condition states."""
     c = counters(obj)
     for t in (L.COND_AVAILABLE, L.COND_PROGRESSING, L.COND_UPDATE_IN_PROGRESS):

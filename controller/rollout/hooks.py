@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lwsflow.controller.api.wire import Obj
+
 
 @dataclass(frozen=True)
 class HookContext:
@@ -24,7 +26,7 @@ class HookContext:
     stage: int  # 1-based
     stages: int
     target_groups: int
-    obj: dict = field(repr=False, default_factory=dict)
+    obj: Obj = field(repr=False, default_factory=dict)
 
 
 @dataclass(frozen=True)

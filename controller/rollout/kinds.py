@@ -19,6 +19,7 @@ from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.resources import LWS, POD, STATEFULSET, Resource
 from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.gate import GateResult
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.patches import partition_patch
 from lwsflow.controller.rollout.stages import partition_for, resolve_stages
@@ -48,11 +49,11 @@ class KindStrategy(Protocol):
         """The partition a stage runs at (reports)."""
         ...
 
-    def gate(self, obj: Obj, target_groups: int) -> gate.GateResult:
+    def gate(self, obj: Obj, target_groups: int) -> GateResult:
         """The stage gate for ``target_groups``."""
         ...
 
-    def rolled_back(self, obj: Obj) -> gate.GateResult:
+    def rolled_back(self, obj: Obj) -> GateResult:
         """Whether a rollback reached the full equality on the restored template."""
         ...
 
@@ -105,10 +106,10 @@ class LwsKind:
     def stage_partition(self, target_groups: int, obj: Obj) -> int:
         return partition_for(target_groups, gate.replicas(obj))
 
-    def gate(self, obj: Obj, target_groups: int) -> gate.GateResult:
+    def gate(self, obj: Obj, target_groups: int) -> GateResult:
         return gate.lws_stage_gate(obj, target_groups)
 
-    def rolled_back(self, obj: Obj) -> gate.GateResult:
+    def rolled_back(self, obj: Obj) -> GateResult:
         return gate.lws_fully_rolled(obj)
 
     def ready_groups(self, obj: Obj) -> int | None:
@@ -118,10 +119,10 @@ class LwsKind:
         pods, _ = t.kube.list(POD, t.ns, label_selector=f"{L.NAME}={t.name}")
         groups: dict[str, list[Obj]] = {}
         for p in pods:
-            groups.setdefault(wire.labels(p).get(L.GROUP_INDEX, "?"), []).append(p)
+            groups.setdefault(wire.labels_of(p).get(L.GROUP_INDEX, "?"), []).append(p)
         bad = []
         for gi, members in sorted(groups.items()):
-            hashes = {wire.labels(m).get(L.TEMPLATE_REVISION_HASH) for m in members}
+            hashes = {wire.labels_of(m).get(L.TEMPLATE_REVISION_HASH) for m in members}
             if len(hashes) > 1 and all(gate.pod_ready(m) for m in members):
                 bad.append(f"group {gi}")
         return ", ".join(bad)
@@ -143,7 +144,7 @@ class LwsKind:
             sts = t.kube.get(STATEFULSET, t.ns, t.name)
         except NotFound:
             return
-        current = wire.labels(sts).get(L.TEMPLATE_REVISION_HASH)
+        current = wire.labels_of(sts).get(L.TEMPLATE_REVISION_HASH)
         if not current:
             return
         leaders, _ = t.kube.list(POD, t.ns, label_selector=f"{L.NAME}={t.name},{L.WORKER_INDEX}=0")
@@ -152,7 +153,7 @@ class LwsKind:
             uid, name = meta.get("uid", ""), meta.get("name", "")
             if meta.get("deletionTimestamp") or uid in self._forced:
                 continue
-            if wire.labels(p).get(L.TEMPLATE_REVISION_HASH) == current or gate.pod_ready(p):
+            if wire.labels_of(p).get(L.TEMPLATE_REVISION_HASH) == current or gate.pod_ready(p):
                 continue
             self._forced.add(uid)
             try:

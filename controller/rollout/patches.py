@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lwsflow.controller.api.wire import Obj
+
 
 def merge_diff(current: Any, wanted: Any) -> Any:
     """An RFC 7386 merge patch turning ``current`` into ``wanted`` (keys only in ``current`` -> null).
@@ -24,12 +26,12 @@ def merge_diff(current: Any, wanted: Any) -> Any:
     return out
 
 
-def partition_patch(partition: int) -> dict:
+def partition_patch(partition: int) -> Obj:
     return {"spec": {"rolloutStrategy": {"type": "RollingUpdate",
                                          "rollingUpdateConfiguration": {"partition": partition}}}}
 
 
-def deep_merge(a: dict, b: dict) -> dict:
+def deep_merge(a: Obj, b: Obj) -> Obj:
     """``a`` with ``b`` merged in (dicts recursively; ``b`` wins)."""
     out = dict(a)
     for k, v in b.items():

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
@@ -53,7 +54,7 @@ def skew(ready_prefill: int, ready_decode: int, replicas_prefill: int, replicas_
                      abs(ready_decode - ready_prefill / ratio)), 6)
 
 
-def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, dict]:
+def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
     """The pair's two LWS by ``lwsflow.io/pd-pair=<pair>`` and their ``lwsflow.io/role`` label."""
     items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
     out = {((o["metadata"].get("labels") or {}).get(L.ROLE) or ""): o for o in items}
@@ -67,7 +68,7 @@ class PairRollout:
     """Drives the decode and prefill LWS of one pair stage by stage (see module docstring)."""
 
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
-                 manifests: dict[str, dict] | None = None,
+                 manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None) -> None:
         self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
         live = find_pair(kube, namespace, pair)
@@ -80,7 +81,7 @@ class PairRollout:
         self.report = RolloutReport("LeaderWorkerSetPair", namespace, pair, stages_spec=opts.stages,
                                     targets=tb)
         self.events = EventRecorder(kube, clock.now)
-        self.latest: dict[str, dict] = dict(live)
+        self.latest: dict[str, Obj] = dict(live)
         self.replicas = reps
         self.max_skew = 0.0
         self.engines: dict[str, Rollout] = {}
@@ -93,8 +94,8 @@ class PairRollout:
                 on_step=on_step, extra_guard=self._guard_for(role))
         self.n = len(tb)
 
-    def _guard_for(self, role: str) -> Callable[[dict], str | None]:
-        def guard(obj: dict) -> str | None:
+    def _guard_for(self, role: str) -> Callable[[Obj], str | None]:
+        def guard(obj: Obj) -> str | None:
             self.latest[role] = obj
             s = self._skew()
             return f"prefill:decode skew {s:g} > 1" if s > 1 else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.stages import partition_for
 
@@ -35,7 +36,7 @@ class Action:
     reason: str = ""
 
 
-def next_action(st: state.RolloutState, obj: dict, *, partitioned: bool = True) -> Action:
+def next_action(st: state.RolloutState, obj: Obj, *, partitioned: bool = True) -> Action:
     """Decide the next step of the rollout recorded in ``st`` for the observed LWS ``obj``.
 
     ``partitioned=False`` (a DisaggregatedSet: no partition) has one stage and goes straight to GATE.

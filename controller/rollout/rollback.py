@@ -28,8 +28,8 @@ class Rollback:
     def __init__(self, t: Target, kind: KindStrategy, opts: RolloutOptions) -> None:
         self.t, self.kind, self.opts = t, kind, opts
 
-    def fail(self, st: state.RolloutState, reason: str) -> Outcome:
-        """A stage failed: report it (P/D), pause for a human, or roll back and wait."""
+    def fail(self, st: state.RolloutState, reason: str) -> Outcome | None:
+        """A stage failed: report it (P/D), pause for a human, or roll back and wait (None: replan)."""
         t = self.t
         t.events.emit(t.obj, "StageFailed", reason, warning=True)
         if self.opts.defer_failure:

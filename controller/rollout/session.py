@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock, ClusterClock, WallClock
 from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
@@ -66,14 +67,14 @@ def clock_for(kube: Kube) -> Clock:
     return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
-def load_manifests(path: str | Path, target: Target) -> dict[str, dict]:
+def load_manifests(path: str | Path, target: Target) -> dict[str, Obj]:
     """The target's documents from ``--manifest``: {"": obj} or, for a pair, {"decode": .., "prefill": ..}."""
     p = Path(path)
     if not p.is_file():
         raise InvalidInput(f"{path}: no such file", field="manifest")
     docs = [d for d in load_yaml_documents(p) if isinstance(d, dict)]
     kind = KIND_OF[target.kind]
-    out: dict[str, dict] = {}
+    out: dict[str, Obj] = {}
     for d in docs:
         if d.get("kind") != kind:
             continue
@@ -100,14 +101,14 @@ def _refuse(rep: capacity.CapacityReport, what: str) -> InvalidInput:
                         f"{what}", field="maxSurge" if surge_short else "leaderWorkerTemplate")
 
 
-def _cluster(kube: Kube) -> tuple[list[dict], list[dict]]:
+def _cluster(kube: Kube) -> tuple[list[Obj], list[Obj]]:
     nodes, _ = kube.list(NODE)
     pods, _ = kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
     return nodes, pods
 
 
-def check_capacity(kube: Kube, lws: dict, auto_budget: bool, namespace: str | None = None
-                   ) -> tuple[dict, str]:
+def check_capacity(kube: Kube, lws: Obj, auto_budget: bool, namespace: str | None = None
+                   ) -> tuple[Obj, str]:
     """Refuse (InvalidInput, with the numbers) a rollout of ``lws``'s (new) template that the node
     pool cannot place, or with ``auto_budget`` return it with the first budget that fits."""
     nodes, pods = _cluster(kube)
@@ -124,8 +125,8 @@ def check_capacity(kube: Kube, lws: dict, auto_budget: bool, namespace: str | No
         f"--auto-budget: {rep.message}; rolling with {budget} instead: {ok.message}")
 
 
-def check_ds_capacity(kube: Kube, ds: dict, auto_budget: bool, namespace: str | None = None
-                      ) -> tuple[dict, str]:
+def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | None = None
+                      ) -> tuple[Obj, str]:
     """The same per role for a DisaggregatedSet (DS planner defaults: maxSurge 1, maxUnavailable 0)."""
     nodes, pods = _cluster(kube)
     rep = capacity.check_ds(ds, nodes, pods, namespace=namespace)
@@ -142,7 +143,7 @@ def check_ds_capacity(kube: Kube, ds: dict, auto_budget: bool, namespace: str | 
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
 
-def _refuse_other_manifest(live: dict, doc: dict | None) -> None:
+def _refuse_other_manifest(live: Obj, doc: Obj | None) -> None:
     """A rollout in progress is resumed, never silently swapped for another manifest."""
     st = state.RolloutState.from_object(live)
     if st.active and doc is not None and st.manifest_hash != state.manifest_hash(doc, live):
@@ -162,10 +163,10 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         for role in ROLES:
             _refuse_other_manifest(live[role], docs.get(role))
             if not state.RolloutState.from_object(live[role]).active:
-                doc = docs.get(role) or live[role]
-                checked, msg = check_capacity(kube, doc, auto_budget, target.namespace)
+                role_doc = docs.get(role) or live[role]
+                checked, msg = check_capacity(kube, role_doc, auto_budget, target.namespace)
                 log(f"capacity {role}: {msg}")
-                if checked is not doc:
+                if checked is not role_doc:
                     docs[role] = checked
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
@@ -188,7 +189,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                                            manifest=doc, on_step=on_step).run()
 
 
-def _budget_patch(live: dict, checked: dict, ds: bool) -> dict:
+def _budget_patch(live: Obj, checked: Obj, ds: bool) -> Obj:
     """The merge patch that writes ``checked``'s --auto-budget choice onto the live object."""
     if ds:  # roles is a list: the patch replaces it whole, so guard against a concurrent writer
         return {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
@@ -198,7 +199,7 @@ def _budget_patch(live: dict, checked: dict, ds: bool) -> dict:
         "maxSurge": ruc["maxSurge"], "maxUnavailable": ruc["maxUnavailable"]}}}}
 
 
-def _get(kube: Kube, target: Target) -> dict:
+def _get(kube: Kube, target: Target) -> Obj:
     try:
         return kube.get(target.resource, target.namespace, target.name)
     except NotFound:
@@ -206,13 +207,13 @@ def _get(kube: Kube, target: Target) -> dict:
                            field="target") from None
 
 
-def _objects(kube: Kube, target: Target) -> list[tuple[Resource, dict]]:
+def _objects(kube: Kube, target: Target) -> list[tuple[Resource, Obj]]:
     if target.kind == "pair":
         return [(LWS, o) for o in find_pair(kube, target.namespace, target.name).values()]
     return [(target.resource, _get(kube, target))]
 
 
-def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> list[dict]:
+def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> list[Obj]:
     """Write ``paused``/``abort`` on the target's objects (only while a rollout is active)."""
     if target.kind == "ds" and flags.get("paused"):
         refuse_pause()
@@ -233,7 +234,7 @@ def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> li
     return out
 
 
-def status(kube: Kube, target: Target) -> list[dict]:
+def status(kube: Kube, target: Target) -> list[Obj]:
     """The persisted state and the live gate numbers of the target's objects."""
     rows = []
     for _res, obj in _objects(kube, target):

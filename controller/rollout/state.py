@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.api.wire import Obj
 
 STAGE_STARTED_EPOCH = ROLLOUT_PREFIX + "stage-started-epoch"  # read by the Argo CD health Lua
 
@@ -59,7 +60,7 @@ def epoch(text: str) -> float | None:
         return None
 
 
-def template_of(obj: dict) -> dict:
+def template_of(obj: Obj) -> Obj:
     """The revision-relevant part of an LWS spec (§b: leaderWorkerTemplate and networkConfig)."""
     spec = obj.get("spec") or {}
     if "roles" in spec:  # a DisaggregatedSet: its revision is the roles' templates
@@ -70,22 +71,23 @@ def template_of(obj: dict) -> dict:
     return out
 
 
-def _canonical(template: dict) -> bytes:
+def _canonical(template: Obj) -> bytes:
     return json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
 
 
-def template_hash(template: dict) -> str:
+def template_hash(template: Obj) -> str:
     """A stable hash of a template (canonical JSON); our own, not the LWS revision hash (§b)."""
     return hashlib.sha256(_canonical(template)).hexdigest()[:16]
 
 
-def pack(template: dict) -> str:
+def pack(template: Obj) -> str:
     """Template -> compact annotation value (gzip + base64 of canonical JSON)."""
     return base64.b64encode(gzip.compress(_canonical(template), mtime=0)).decode()
 
 
-def unpack(value: str) -> dict:
-    return json.loads(gzip.decompress(base64.b64decode(value)))
+def unpack(value: str) -> Obj:
+    template: Obj = json.loads(gzip.decompress(base64.b64decode(value)))
+    return template
 
 
 @dataclass
@@ -124,7 +126,7 @@ class RolloutState:
         return bool(self.targets) and self.passed >= len(self.targets)
 
     @classmethod
-    def from_object(cls, obj: dict) -> RolloutState:
+    def from_object(cls, obj: Obj) -> RolloutState:
         ann = (obj.get("metadata") or {}).get("annotations") or {}
         kw: dict[str, Any] = {}
         for f in fields(cls):
@@ -156,6 +158,6 @@ class RolloutState:
         return out
 
 
-def manifest_hash(manifest: dict | None, live: dict) -> str:
+def manifest_hash(manifest: Obj | None, live: Obj) -> str:
     """What a rollout was asked to apply: the manifest's template as written (GitOps: the live one)."""
     return template_hash(template_of(manifest if manifest is not None else live))
