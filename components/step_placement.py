@@ -91,7 +91,7 @@ def parse_toleration(text: str) -> Toleration:
     key, _, value = spec.partition("=")
     _check_key(key, "--toleration", text)
     _check_value(value, "--toleration", text, "taint")
-    return Toleration(key=key, effect=effect, value=value)  # type: ignore[arg-type]  (checked above)
+    return Toleration(key=key, effect=effect, value=value)  # effect checked above
 
 
 def placement_from_flags(node_selector: list[str], tolerations: list[str], any_node: bool) -> StepPlacement:

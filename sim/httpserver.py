@@ -5,6 +5,7 @@ traceback on stderr. Also the wire helpers they share: the request body (``read_
 
 from __future__ import annotations
 
+import io
 import logging
 import ssl
 import sys
@@ -65,7 +66,7 @@ def start_chunked(h: BaseHTTPRequestHandler, content_type: str, cache_control: s
     h.end_headers()
 
 
-def write_chunk(wfile: BinaryIO, data: bytes) -> None:
+def write_chunk(wfile: BinaryIO | io.BufferedIOBase, data: bytes) -> None:
     """One chunk of a chunked response body, flushed so the client sees it at once."""
     wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
     wfile.flush()

@@ -98,9 +98,16 @@ def slack(work: Work, now: float) -> float:
 class Policy(Protocol):
     """The scheduling decisions a policy owns (see the module docstring)."""
 
-    name: str
-    gang: bool  # place multi-pod work all-or-nothing
-    preemptive: bool
+    # read-only (properties): the policies are frozen dataclasses
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def gang(self) -> bool:  # place multi-pod work all-or-nothing
+        ...
+
+    @property
+    def preemptive(self) -> bool: ...
 
     def queue_key(self, work: Work) -> tuple[float, ...]: ...
 

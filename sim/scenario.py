@@ -16,6 +16,7 @@ until: {available: [demo], timeout: 6h}      # default: every object, 6h of virt
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,7 +249,7 @@ def run_scenario(sc: Scenario) -> ScenarioResult:
         names = list(watched.values())
     start = c.now()
     for i, a in enumerate(sc.actions):
-        c.at(start + a.at, lambda i=i, a=a: _run_action(c, i, a, tl))
+        c.at(start + a.at, functools.partial(_run_action, c, i, a, tl))
     last = start + max([a.at for a in sc.actions] or [0.0])
 
     def pred(cl: Cluster) -> bool:

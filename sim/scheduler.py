@@ -14,6 +14,7 @@ O(nodes), per pod.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lwsflow.controller.api.scheduling import tolerates
@@ -127,7 +128,7 @@ class Scheduler:
                 return False
         return all(tolerates(needs.tolerations, t) for t in node.taints)
 
-    def _ordered(self, needs: PodNeeds, among: set[str] | None = None) -> list[str] | object:
+    def _ordered(self, needs: PodNeeds, among: set[str] | None = None) -> Iterator[str]:
         """Candidate node names, best first, lazily by free-GPU bucket."""
         for f in self.policy.order_levels(self._levels.at_least(needs.gpu), needs.gpu):
             for name in self._levels.names(f):

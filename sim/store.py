@@ -385,7 +385,7 @@ def _split_top(s: str) -> list[str]:
 
 
 def _parse_reqs(sel: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    out = []
+    out: list[tuple[str, str, tuple[str, ...]]] = []
     for part in _split_top(sel or ""):
         m = _REQ.match(part)
         if not m:

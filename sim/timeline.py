@@ -78,9 +78,9 @@ class Timeline:
             labels = meta.get("labels") or {}
             if labels.get(L.DS_NAME):
                 key = f"ds/{labels[L.DS_NAME]}/{labels.get(L.DS_ROLE, '')}"
-                ds = c.store.get_raw(DS, meta.get("namespace", "default"), labels[L.DS_NAME])
+                ds_obj = c.store.get_raw(DS, meta.get("namespace", "default"), labels[L.DS_NAME])
                 cur = rows.setdefault(key, [0, 0, 0, 0, 0])
-                target_rev = (labels.get(L.DS_REVISION) == _ds_revision(ds)) if ds else True
+                target_rev = (labels.get(L.DS_REVISION) == _ds_revision(ds_obj)) if ds_obj else True
                 cur[0] += row[0]
                 cur[1] += row[1]
                 cur[2] += row[2]

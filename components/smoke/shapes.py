@@ -17,7 +17,7 @@ def _usage_problems(usage: Any, max_tokens: int, finish: Any, min_completion: in
     if not isinstance(usage, dict):
         return [f"usage missing (got {usage!r})"]
     p, c, t = usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("total_tokens")
-    if not all(isinstance(x, int) for x in (p, c, t)):
+    if not (isinstance(p, int) and isinstance(c, int) and isinstance(t, int)):
         return [f"usage counts not integers: {usage}"]
     problems = []
     if p < 1:

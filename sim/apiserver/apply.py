@@ -129,13 +129,13 @@ def ssa_merge(live: Any, applied: Any, field: str = "", parent: str = "") -> Any
     if isinstance(applied, list) and isinstance(live, list):
         key = merge_key(field, parent)
         if key and all(isinstance(x, dict) and key in x for x in applied + live):
-            out = [copy.deepcopy(x) for x in live]
+            items = [copy.deepcopy(x) for x in live]
             for item in applied:
-                idx = next((i for i, c in enumerate(out) if c.get(key) == item[key]), None)
+                idx = next((i for i, c in enumerate(items) if c.get(key) == item[key]), None)
                 if idx is None:
-                    out.append(copy.deepcopy(item))
+                    items.append(copy.deepcopy(item))
                 else:
-                    out[idx] = ssa_merge(out[idx], item, field, parent)
+                    items[idx] = ssa_merge(items[idx], item, field, parent)
             return out
         if field in MERGE_PRIMITIVE_LISTS:
             return live + [x for x in applied if x not in live]

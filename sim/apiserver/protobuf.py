@@ -112,7 +112,8 @@ def decode_k8s_protobuf(raw: bytes) -> dict[str, Any]:
     if not raw.startswith(MAGIC):
         raise BadRequest("protobuf body without the k8s magic prefix")
     envelope = dict(_fields(raw[len(MAGIC) :]))
-    type_meta = dict(_fields(envelope.get(1, b"") if isinstance(envelope.get(1), bytes) else b""))
+    raw_meta = envelope.get(1)
+    type_meta = dict(_fields(raw_meta if isinstance(raw_meta, bytes) else b""))
     api_version, kind = _str(type_meta.get(1, b"")), _str(type_meta.get(2, b""))
     if kind not in SUPPORTED:
         raise BadRequest(f"protobuf bodies are supported for {', '.join(SUPPORTED)} only; send JSON")

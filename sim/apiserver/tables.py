@@ -85,6 +85,11 @@ def _pod_status(o: dict[str, Any], now: float) -> str:
     return reason
 
 
+def _since_at(path: str) -> Callable[[dict[str, Any], float], str]:
+    """A date column: the age of the timestamp at ``path``."""
+    return lambda o, now: _since(_path(o, path), now)
+
+
 def _pod_ready(o: dict[str, Any], now: float) -> str:
     total = len((o.get("spec") or {}).get("containers") or [])
     ready = sum(1 for cs in (o.get("status") or {}).get("containerStatuses") or [] if cs.get("ready"))
@@ -228,7 +233,7 @@ def columns_for(rtype: kinds.ResourceType) -> list[Column]:
                         c["name"],
                         "date",
                         int(c.get("priority", 0)),
-                        lambda o, n, p=c["jsonPath"]: _since(_path(o, p), n),
+                        _since_at(c["jsonPath"]),
                     )
                 )
             else:

@@ -137,11 +137,12 @@ class Engine:
                 raise EngineError(400, "BadRequestError", "messages: field required", "messages")
             prompt = textgen.chat_prompt(msgs)
         else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
+            raw = body.get("prompt")
+            if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
+                raw = raw[0]
+            if not isinstance(raw, str):
                 raise EngineError(400, "BadRequestError", "prompt: must be a string", "prompt")
+            prompt = raw
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise EngineError(400, "BadRequestError", "max_tokens must be at least 1", "max_tokens")

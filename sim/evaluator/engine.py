@@ -325,7 +325,9 @@ class Engine:
 
     def _preempt_for(self, job: Job) -> bool:
         trial = self.pool.trial(job.pods, job.gpus)
-        victims = self.policy.choose_victims(job, (r[2] for r in reversed(self._running)), trial)
+        # the running work is both a policy Work and a pool Holder; the protocol names only Work
+        victims = self.policy.choose_victims(job, (r[2] for r in reversed(self._running)),
+                                             trial)  # type: ignore[arg-type]
         if not victims:
             return False
         for v in cast(list[Job], victims):

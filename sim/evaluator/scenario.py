@@ -133,7 +133,8 @@ class ScenarioFile(_Model):
                 out.append(ev.LwsCreate(at, name, lw.replicas, lw.size, lw.gpus, lw.name))
                 if lw.delete_at is not None:
                     out.append(ev.LwsDelete(max(at, lw.delete_at), name))
-        delete = {"node": ev.NodeDelete, "job": ev.JobDelete, "lws": ev.LwsDelete}
+        delete: dict[str, Callable[[float, str], ev.NodeDelete | ev.JobDelete | ev.LwsDelete]] = {
+            "node": ev.NodeDelete, "job": ev.JobDelete, "lws": ev.LwsDelete}
         out += [delete[d.kind](d.at, d.name) for d in self.deletes]
         return out
 
