@@ -136,7 +136,7 @@ def ssa_merge(live: Any, applied: Any, field: str = "", parent: str = "") -> Any
                     items.append(copy.deepcopy(item))
                 else:
                     items[idx] = ssa_merge(items[idx], item, field, parent)
-            return out
+            return items
         if field in MERGE_PRIMITIVE_LISTS:
             return live + [x for x in applied if x not in live]
     return copy.deepcopy(applied)
