@@ -12,19 +12,16 @@ from typing import Any
 
 from lwsflow.controller.api.common import as_dict as _d
 from lwsflow.controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
+from lwsflow.controller.api.wire import ConditionView, conditions
 
 
 def _n(v: Any, default: int = 0) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def get_condition(obj: dict[str, Any], cond_type: str) -> dict[str, Any] | None:
+def get_condition(obj: dict[str, Any], cond_type: str) -> ConditionView | None:
     """The ``status.conditions`` entry of ``cond_type``, or None."""
-    conditions = _d(obj.get("status")).get("conditions")
-    for cond in conditions if isinstance(conditions, list) else []:
-        if isinstance(cond, dict) and cond.get("type") == cond_type:
-            return cond
-    return None
+    return next((c for c in conditions(obj) if c.get("type") == cond_type), None)
 
 
 def condition_true(obj: dict[str, Any], cond_type: str, *, current: bool = False) -> bool:

@@ -11,9 +11,8 @@ This module only names the predicate that failed and prints the counters it read
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from lwsflow.controller.api import intstr
+from lwsflow.controller.api import intstr, wire
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api import status as apistatus
 from lwsflow.controller.api.wire import Obj
@@ -62,16 +61,16 @@ def floor(obj: Obj) -> int:
 
 
 def _generation(obj: Obj) -> int:
-    return int((obj.get("metadata") or {}).get("generation") or 0)
+    return int(wire.metadata(obj).get("generation") or 0)
 
 
 def _observed_generation(obj: Obj) -> int:
-    return int((obj.get("status") or {}).get("observedGeneration") or 0)
+    return int(wire.status(obj).get("observedGeneration") or 0)
 
 
 def counters(obj: Obj) -> dict[str, int]:
     """The numbers the gate reads, in one dict (reports and events print it)."""
-    st = obj.get("status") or {}
+    st = wire.status(obj)
     r = replicas(obj)
     sreplicas = int(st.get("replicas") or 0)
     updated = int(st.get("updatedReplicas") or 0)
@@ -134,7 +133,7 @@ def ds_gate(obj: Obj) -> GateResult:
     """DS gate: ``status.ds_fully_rolled`` (per role ``desired == replicas == ready == updated``, §f,
     Available for this generation), with one named check per predicate and role."""
     checks = apistatus.ds_fully_rolled_checks(obj)
-    roles = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
+    roles = {r.get("name"): r for r in wire.status(obj).get("roleStatuses") or []}
     parts = []
     for name, desired in ds_role_targets(obj).items():
         rs = roles.get(name) or {}
@@ -146,13 +145,13 @@ def ds_gate(obj: Obj) -> GateResult:
 def ds_role_ready_groups(obj: Obj) -> dict[str, int]:
     """Ready groups per role from ``status.roleStatuses`` (for the floor and reports)."""
     return {r.get("name", ""): int(r.get("readyReplicas") or 0)
-            for r in (obj.get("status") or {}).get("roleStatuses") or []}
+            for r in wire.status(obj).get("roleStatuses") or []}
 
 
-def summary(obj: Obj) -> dict[str, Any]:
+def summary(obj: Obj) -> dict[str, int | str]:
     """A compact status line for logs: counters plus condition states."""
-    c = counters(obj)
+    out: dict[str, int | str] = dict(counters(obj))
     for t in (L.COND_AVAILABLE, L.COND_PROGRESSING, L.COND_UPDATE_IN_PROGRESS):
         cond = apistatus.get_condition(obj, t)
-        c[t] = cond.get("status") if cond else "-"  # type: ignore[assignment]
-    return c
+        out[t] = cond.get("status", "-") if cond else "-"
+    return out

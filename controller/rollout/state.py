@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from lwsflow.controller.api import wire
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 
@@ -127,7 +128,7 @@ class RolloutState:
 
     @classmethod
     def from_object(cls, obj: Obj) -> RolloutState:
-        ann = (obj.get("metadata") or {}).get("annotations") or {}
+        ann = wire.annotations_of(obj)
         kw: dict[str, Any] = {}
         for f in fields(cls):
             raw = ann.get(ROLLOUT_PREFIX + _KEYS[f.name])
