@@ -161,12 +161,8 @@ class LwsController:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": {
-                    "name": svc_name,
-                    "namespace": ns,
-                    "labels": {L.NAME: lws["metadata"]["name"]},
-                    "ownerReferences": [owner_ref(owner)],
-                },
+                # as upstream CreateHeadlessServiceIfNotExists builds it: no labels
+                "metadata": {"name": svc_name, "namespace": ns, "ownerReferences": [owner_ref(owner)]},
                 "spec": {
                     "clusterIP": "None",
                     "clusterIPs": ["None"],
