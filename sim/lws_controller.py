@@ -107,7 +107,7 @@ class LwsController:
             return rolling.GroupState(False, False)
         size = int(annotation(leader, L.SIZE_ANNOTATION) or 1)
         updated = label(leader, L.TEMPLATE_REVISION_HASH) == revision
-        ready = is_ready(leader) and not is_terminating(leader)
+        ready = is_ready(leader)  # upstream PodRunningAndReady: deletionTimestamp is not looked at
         if size > 1:
             wsts = store.get_raw(STS, ns, f"{name}-{idx}")
             if wsts is None:

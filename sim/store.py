@@ -89,6 +89,7 @@ class Store:
         self._watches: list[Watch] = []
         self._subscribers: list[Subscriber] = []
         self._uids = itertools.count(1)
+        self._propagation: dict[str, str] = {}  # uid of a finalizer-held deletion -> its propagation
 
     # -- reads ---------------------------------------------------------------------------------------
     @property
@@ -208,6 +209,8 @@ class Store:
             if new == old:
                 return clone(old)  # no-op writes do not bump resourceVersion (as the API server)
             if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
+                if self._propagation.pop(nmeta["uid"], "Background") != "Orphan":
+                    self._collect_dependants(nmeta["uid"])  # the owner is gone now: its GC runs
                 self._remove(key, bucket, (ns, name))
                 return new
             self._commit(key, bucket, (ns, name), new, MODIFIED)
@@ -225,7 +228,9 @@ class Store:
                resource_version: str | None = None) -> dict:
         """Delete; owner-reference dependants go too (Background and Foreground alike, at once).
 
-        Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed.
+        Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed;
+        their dependants stay until then, as the garbage collector keeps dependants of an owner that
+        still exists (Foreground deletes them first).
         """
         with self._lock:
             bucket = self._bucket(key)
@@ -235,15 +240,21 @@ class Store:
                 raise _not_found(key, name)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
                 raise Conflict(f'{_plural(key)} "{name}": precondition failed: resourceVersion')
-            if propagation != "Orphan":
-                self._collect_dependants(old["metadata"]["uid"])
+            uid = old["metadata"]["uid"]
             if old["metadata"].get("finalizers"):
+                # Background and Orphan: dependants stay while the owner still exists (terminating);
+                # Foreground: they go first (at once here). The rest happens when it is removed.
+                if propagation == "Foreground":
+                    self._collect_dependants(uid)
+                self._propagation.setdefault(uid, propagation)
                 if not old["metadata"].get("deletionTimestamp"):
                     new = clone(old)
                     new["metadata"]["deletionTimestamp"] = rfc3339(self.now())
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
                     return clone(new)
                 return clone(old)
+            if propagation != "Orphan":
+                self._collect_dependants(uid)
             return self._remove(key, bucket, (ns or "", name))
 
     # -- watches and subscribers ---------------------------------------------------------------------
