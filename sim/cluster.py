@@ -28,6 +28,7 @@ from lwsflow.sim.config import ClusterConfig, PoolConfig
 from lwsflow.sim.ds_controller import DS, SCALER, DsController
 from lwsflow.sim.kubelet import Kubelet
 from lwsflow.sim.lws_controller import LWS, LwsController
+from lwsflow.sim.namespaces import ensure_system_namespaces
 from lwsflow.sim.podutil import annotation, label, restart_count
 from lwsflow.sim.scheduler import NodeInfo, Scheduler
 from lwsflow.sim.statefulset import STS, StatefulSetController
@@ -104,15 +105,7 @@ class Cluster:
 
     # -- nodes -----------------------------------------------------------------------------------------
     def _bootstrap(self) -> None:
-        self.store.create(
-            "namespaces",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": "default"},
-                "status": {"phase": "Active"},
-            },
-        )
+        ensure_system_namespaces(self.store)
         n = 0
         for pool in self.config.pools:
             per_domain = -(-pool.count // pool.topology_domains)
