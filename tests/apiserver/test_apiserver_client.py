@@ -3,9 +3,8 @@ status and scale subresources, and the error statuses a controller must handle (
 
 from __future__ import annotations
 
-import json
-
 import copy
+import json
 import threading
 
 import pytest
