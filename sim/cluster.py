@@ -251,6 +251,8 @@ class Cluster:
                 info.cordoned = cordoned
                 if not cordoned:
                     self.kubelet.retry_pending()
+        elif key in ("secrets", "configmaps"):
+            self.kubelet.config_changed(ns)
         elif key == SCALER:
             ds = label(obj, L.DS_NAME)
             if ds:
