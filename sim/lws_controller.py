@@ -203,6 +203,7 @@ class LwsController:
                 "rollingUpdate": {"partition": partition, "maxUnavailable": max(1, v.unavailable + v.surge)},
             },
             "revisionHistoryLimit": 10,
+            **_storage(v.revision_data),
         }
         meta_labels = {**v.labels, L.NAME: v.name, L.TEMPLATE_REVISION_HASH: v.revision}
         meta_ann = {**v.annotations, L.REPLICAS_ANNOTATION: str(v.replicas)}
@@ -363,6 +364,7 @@ class LwsController:
                     "podManagementPolicy": "Parallel",
                     "template": worker,
                     "updateStrategy": {"type": "RollingUpdate"},
+                    **_storage(data),
                 },
             },
         )
@@ -427,6 +429,13 @@ class LwsController:
             ]
         size = int(annotation(leader, L.SIZE_ANNOTATION) or 1)
         return len(pods) < size or any((p.get("status") or {}).get("phase") == "Pending" for p in pods)
+
+
+def _storage(revision_data: dict) -> dict:
+    """§a: volumeClaimTemplates and persistentVolumeClaimRetentionPolicy go to both StatefulSets."""
+    lwt = revision_data["spec"]["leaderWorkerTemplate"]
+    return {k: clone(lwt[k]) for k in ("volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy")
+            if lwt.get(k)}
 
 
 def _subgroup_annotations(revision_data: dict) -> dict[str, str]:

@@ -3,6 +3,7 @@
 Parallel pod management; ordinals from ``spec.ordinals.start``; missing ordinals are created at once
 (below the partition from ``currentRevision``, at or above it from ``updateRevision``); ordinals past
 ``replicas`` are deleted (so scale-down removes the highest ordinals, which are the surge groups);
+PersistentVolumeClaims from ``volumeClaimTemplates`` with their retention policy (``claims.py``);
 a RollingUpdate deletes outdated pods at or above the partition, highest ordinal first, while fewer
 than ``maxUnavailable`` pods in range are unhealthy (the MaxUnavailableStatefulSet behaviour, on by
 default from Kubernetes 1.35). The LWS pod webhook runs on pods it creates, as the real one would.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
-from lwsflow.sim import lws_webhook
+from lwsflow.sim import claims, lws_webhook
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.rolling import resolve
 from lwsflow.sim.store import clone
@@ -58,6 +59,7 @@ class StatefulSetController:
         status = sts.get("status") or {}
         current_rev = status.get("currentRevision") or update_rev
         end = start + replicas
+        claimed = bool(claims.templates(sts))
 
         pods: dict[int, dict] = {}
         for pname in self.c.owned_names(sts["metadata"]["uid"], "pods"):
@@ -68,10 +70,14 @@ class StatefulSetController:
             if ordinal is None:
                 continue
             if ordinal >= end or ordinal < start:
+                if claimed:  # whenScaled: Delete hands the claims to the pod first
+                    claims.sync(store, sts, pname, pod, scaled_down=True)
                 self.c.delete_pod(ns, pname)  # Parallel: condemned ordinals all go at once
                 continue
             pods[ordinal] = pod
         for ordinal in range(start, end):
+            if claimed:  # claims before their pod, and their owners kept in line with the policy
+                claims.sync(store, sts, f"{name}-{ordinal}", pods.get(ordinal), scaled_down=False)
             if ordinal not in pods:
                 rev = update_rev if ordinal >= partition else current_rev
                 pods[ordinal] = self._create_pod(sts, ordinal, rev, update_rev)
@@ -100,6 +106,8 @@ class StatefulSetController:
         spec.setdefault("hostname", pname)
         if sts["spec"].get("serviceName"):
             spec.setdefault("subdomain", sts["spec"]["serviceName"])
+        if claims.templates(sts):
+            claims.add_volumes(spec, sts, pname)
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",

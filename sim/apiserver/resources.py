@@ -15,7 +15,7 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lwsflow.controller.yamlio import MAX_DEPTH, parse_yaml_documents
-from lwsflow.sim import kinds
+from lwsflow.sim import claims, kinds
 from lwsflow.sim.apiserver import apply as ssa
 from lwsflow.sim.apiserver.admission import admit, check_unknown, is_crd
 from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
@@ -162,6 +162,8 @@ class Resources:
             obj["metadata"].pop(k, None)
         if route.rtype is kinds.NAMESPACE:
             namespace_defaults(obj)  # no namespace controller: Active at once
+        if route.rtype is kinds.PVC:
+            claims.bind(obj)  # no storage model: bound at once
         if route.rtype is kinds.SECRET and not obj.get("type"):
             obj["type"] = "Opaque"  # the core API's default
         if route.rtype is kinds.EVENT:
@@ -252,6 +254,8 @@ class Resources:
             )
             if route.rtype is kinds.NAMESPACE:
                 namespace_defaults(new)
+            if route.rtype is kinds.PVC:
+                claims.bind(new)
             new, _ = admit(route.rtype, new, None, "Ignore")
             if opts.dry_run:
                 return new
