@@ -164,8 +164,6 @@ class Resources:
             namespace_defaults(obj)  # no namespace controller: Active at once
         if route.rtype is kinds.PVC:
             claims.bind(obj)  # no storage model: bound at once
-        if route.rtype is kinds.SECRET and not obj.get("type"):
-            obj["type"] = "Opaque"  # the core API's default
         if route.rtype is kinds.EVENT:
             now = rfc3339(self.store.now())
             obj.setdefault("firstTimestamp", now)
