@@ -277,7 +277,7 @@ class Cluster:
             for cname in list(names):
                 self.delete_object(ckey, ns, cname)
         with contextlib.suppress(NotFound):  # already gone through the store's own GC
-            self.store.delete(key, ns, name, propagation="Orphan")
+            self.store.delete(key, ns, name, collect=False)
 
     def delete_pod(self, ns: str, name: str) -> None:
         self.delete_object("pods", ns, name)

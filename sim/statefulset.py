@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import AlreadyExists
 from lwsflow.sim import claims, lws_webhook
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.rolling import resolve
@@ -80,7 +81,9 @@ class StatefulSetController:
                 claims.sync(store, sts, f"{name}-{ordinal}", pods.get(ordinal), scaled_down=False)
             if ordinal not in pods:
                 rev = update_rev if ordinal >= partition else current_rev
-                pods[ordinal] = self._create_pod(sts, ordinal, rev, update_rev)
+                created = self._create_pod(sts, ordinal, rev, update_rev)
+                if created is not None:
+                    pods[ordinal] = created
 
         # one pass over the pods: (ready, healthy, revision) per ordinal
         info = {o: (is_ready(p), not is_terminating(p), _rev(p)) for o, p in pods.items()}
@@ -97,7 +100,7 @@ class StatefulSetController:
                     budget -= 1
         self._write_status(sts, info, replicas, current_rev, update_rev)
 
-    def _create_pod(self, sts: dict, ordinal: int, rev: str, update_rev: str) -> dict:
+    def _create_pod(self, sts: dict, ordinal: int, rev: str, update_rev: str) -> dict | None:
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         template = self.templates.get((ns, name, rev)) or self.templates[(ns, name, update_rev)]
         tmeta = template.get("metadata") or {}
@@ -128,7 +131,29 @@ class StatefulSetController:
         }
         if L.NAME in pod["metadata"]["labels"]:
             lws_webhook.mutate_pod(pod, ordinal)
-        return self.c.store.create("pods", pod)
+        try:
+            return self.c.store.create("pods", pod)
+        except AlreadyExists:
+            return self._adopt(sts, pname)
+
+    def _adopt(self, sts: dict, pname: str) -> dict | None:
+        """A pod of that name exists: adopt it when it is an orphan matching the selector (ClaimPods),
+        else report it as the controller does and leave it alone."""
+        ns = sts["metadata"]["namespace"]
+        pod = self.c.store.get_raw("pods", ns, pname)
+        if pod is None:
+            return None
+        refs = pod["metadata"].get("ownerReferences") or []
+        selector = ((sts["spec"].get("selector") or {}).get("matchLabels")) or {}
+        labels = pod["metadata"].get("labels") or {}
+        if any(r.get("controller") for r in refs) or any(labels.get(k) != v for k, v in selector.items()):
+            message = (f"create Pod {pname} in StatefulSet {sts['metadata']['name']} failed error: "
+                       f'pods "{pname}" already exists')
+            self.c.emit_event(sts, "FailedCreate", message, etype="Warning",
+                              component="statefulset-controller")
+            return None
+        return self.c.store.mutate("pods", ns, pname, lambda p: p["metadata"].__setitem__(
+            "ownerReferences", [*refs, owner_ref(sts)]))
 
     def _write_status(self, sts: dict, info: dict[int, tuple[bool, bool, str]], replicas: int,
                       current_rev: str, update_rev: str) -> None:

@@ -209,8 +209,9 @@ class Store:
             if new == old:
                 return clone(old)  # no-op writes do not bump resourceVersion (as the API server)
             if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
-                if self._propagation.pop(nmeta["uid"], "Background") != "Orphan":
-                    self._collect_dependants(nmeta["uid"])  # the owner is gone now: its GC runs
+                # the owner is gone now: its garbage collection runs
+                orphan = self._propagation.pop(nmeta["uid"], "") == "Orphan"
+                self._collect_dependants(nmeta["uid"], orphan=orphan)
                 self._remove(key, bucket, (ns, name))
                 return new
             self._commit(key, bucket, (ns, name), new, MODIFIED)
@@ -225,12 +226,14 @@ class Store:
             return self.replace(key, obj, subresource=subresource, check_version=False)
 
     def delete(self, key: str, namespace: str, name: str, *, propagation: str = "Background",
-               resource_version: str | None = None) -> dict:
+               resource_version: str | None = None, collect: bool = True) -> dict:
         """Delete; owner-reference dependants go too (Background and Foreground alike, at once).
 
         Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed;
         their dependants stay until then, as the garbage collector keeps dependants of an owner that
-        still exists (Foreground deletes them first).
+        still exists (Foreground deletes them first). ``Orphan`` strips the owner's reference from
+        its dependants, as the garbage collector does. ``collect=False``: the caller already dealt
+        with the dependants (the simulator's own cascade), so none are looked for.
         """
         with self._lock:
             bucket = self._bucket(key)
@@ -253,8 +256,8 @@ class Store:
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
                     return clone(new)
                 return clone(old)
-            if propagation != "Orphan":
-                self._collect_dependants(uid)
+            if collect:
+                self._collect_dependants(uid, orphan=propagation == "Orphan")
             return self._remove(key, bucket, (ns or "", name))
 
     # -- watches and subscribers ---------------------------------------------------------------------
@@ -316,11 +319,23 @@ class Store:
         for fn in list(self._subscribers):
             fn(ev)
 
-    def _collect_dependants(self, owner_uid: str) -> None:
+    def _collect_dependants(self, owner_uid: str, *, orphan: bool = False) -> None:
+        """Delete the owner's dependants, or (``orphan``) drop its reference from them. A dependant
+        that keeps another owner stays, as the garbage collector keeps it."""
         for key, bucket in self._objects.items():
             for ident, obj in list(bucket.items()):
                 refs = obj.get("metadata", {}).get("ownerReferences") or []
-                if any(r.get("uid") == owner_uid for r in refs) and ident in bucket:
+                if not any(r.get("uid") == owner_uid for r in refs) or ident not in bucket:
+                    continue
+                rest = [r for r in refs if r.get("uid") != owner_uid]
+                if orphan or rest:
+                    new = clone(obj)
+                    if rest:
+                        new["metadata"]["ownerReferences"] = rest
+                    else:
+                        del new["metadata"]["ownerReferences"]
+                    self._commit(key, bucket, ident, new, MODIFIED)
+                else:
                     self.delete(key, ident[0], ident[1])
 
 

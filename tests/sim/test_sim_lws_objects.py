@@ -172,3 +172,21 @@ def test_delete_and_recreate_same_name(cluster: Cluster):
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
     assert len(cluster.store.list("controllerrevisions.apps", NS)[0]) == 1
+
+
+def test_orphan_deletion_strips_owner_refs_and_a_new_statefulset_adopts_the_pods(cluster: Cluster):
+    """API conventions, garbage collection: ``propagationPolicy: Orphan`` leaves the dependants and
+    removes the deleted owner's reference from them; the StatefulSet the LWS controller recreates
+    adopts the orphaned leader pods that match its selector (ClaimPods) instead of failing on them."""
+    cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
+    cluster.run_until(available("demo"), 3600)
+    uids = {n: cluster.store.get("pods", NS, n)["metadata"]["uid"] for n in ("demo-0", "demo-1")}
+    old = cluster.store.get(STS, NS, "demo")["metadata"]["uid"]
+    cluster.store.delete(STS, NS, "demo", propagation="Orphan")
+    assert all("ownerReferences" not in cluster.store.get("pods", NS, n)["metadata"] for n in uids)
+    cluster.run_until(available("demo"), 3600)
+    new = cluster.store.get(STS, NS, "demo")["metadata"]["uid"]
+    assert new != old
+    for n, uid in uids.items():
+        pod = cluster.store.get("pods", NS, n)
+        assert pod["metadata"]["uid"] == uid and pod["metadata"]["ownerReferences"][0]["uid"] == new
