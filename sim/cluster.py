@@ -251,7 +251,7 @@ class Cluster:
                 info.cordoned = cordoned
                 if not cordoned:
                     self.kubelet.retry_pending()
-        elif key in ("secrets", "configmaps"):
+        elif key in ("secrets", "configmaps", "persistentvolumeclaims"):
             self.kubelet.config_changed(ns)
         elif key == SCALER:
             ds = label(obj, L.DS_NAME)

@@ -2,7 +2,8 @@
 
 * Volumes (``secret``, ``configMap``, ``projected`` sources) are mounted before anything else: a
   missing object or a missing ``items`` key keeps the pod in ``ContainerCreating`` with a
-  ``FailedMount`` event (``MountVolume.SetUp failed for volume "v" : secret "x" not found``).
+  ``FailedMount`` event (``MountVolume.SetUp failed for volume "v" : secret "x" not found``). A
+  missing PersistentVolumeClaim waits the same way (a real scheduler keeps such a pod Pending).
 * Environment (``envFrom`` first, then ``env[].valueFrom``), per container when it is about to
   start, after its image pull: a missing object or key leaves the container waiting with reason
   ``CreateContainerConfigError`` and the kubelet's message (``secret "x" not found``,
@@ -48,6 +49,10 @@ def volume_error(pod: dict, store: Store) -> tuple[str, str] | None:
             msg = _volume_source_error(store, kind, ns, ref or {})
             if msg:
                 return vol.get("name", ""), msg
+        claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim is not None and store.get_raw("persistentvolumeclaims", ns, claim) is None:
+            # a real scheduler leaves such a pod unschedulable with this message; here it waits to mount
+            return vol.get("name", ""), f'persistentvolumeclaim "{claim}" not found'
     return None
 
 

@@ -88,6 +88,8 @@ def test_missing_volume_source_keeps_the_pod_container_creating(cluster: Cluster
     items = [{"name": "cfg", "configMap": {"name": "partial", "items": [{"key": "a.yaml", "path": "a"}]}}]
     cluster.store.create("configmaps", _configmap("partial", other="1"))
     cluster.store.create("pods", _pod("items", volumes=items))
+    claim = [{"name": "data", "persistentVolumeClaim": {"claimName": "weights"}}]
+    cluster.store.create("pods", _pod("pvc", volumes=claim))
     cluster.advance(300)
     creating = {"waiting": {"reason": "ContainerCreating"}}
     assert _state(cluster, "vol") == ("Pending", False, creating)
@@ -98,11 +100,18 @@ def test_missing_volume_source_keeps_the_pod_container_creating(cluster: Cluster
     assert _warnings(cluster, "items") == [
         ("FailedMount", 'MountVolume.SetUp failed for volume "cfg" : configmap references non-existent '
                         "config key: a.yaml")]
+    assert _warnings(cluster, "pvc") == [
+        ("FailedMount", 'MountVolume.SetUp failed for volume "data" : '
+                        'persistentvolumeclaim "weights" not found')]
+    cluster.store.create("persistentvolumeclaims", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                                    "metadata": {"name": "weights", "namespace": NS},
+                                                    "spec": {}, "status": {"phase": "Bound"}})
     cluster.store.create("secrets", _secret("creds", u="eA=="))
     cluster.store.create("configmaps", _configmap("bundle", b="1"))
     cluster.advance(60)
     assert _state(cluster, "vol")[:2] == ("Running", True)
     assert _state(cluster, "proj")[:2] == ("Running", True)
+    assert _state(cluster, "pvc")[:2] == ("Running", True)
     assert _state(cluster, "items")[:2] == ("Pending", False)
 
 
