@@ -47,7 +47,8 @@ _STS_FORBIDDEN = (
 def default(rtype: kinds.ResourceType, obj: dict[str, Any]) -> None:
     """Built-in defaulting: a Secret's type, and its stringData written into data (base64)."""
     if rtype is kinds.SECRET:
-        obj.setdefault("type", "Opaque")
+        if not obj.get("type"):
+            obj["type"] = "Opaque"
         string_data = obj.pop("stringData", None)
         if isinstance(string_data, dict):
             data = obj.setdefault("data", {}) or {}
