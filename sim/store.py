@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import queue
+import random
 import re
 import threading
 import time
@@ -29,6 +30,8 @@ from lwsflow.sim import kinds
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 _T = TypeVar("_T")
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3
+_RANDOM = random.SystemRandom()
 _HISTORY = 20_000  # watch events kept for resuming; older resourceVersions answer 410 Gone
 
 
@@ -136,7 +139,9 @@ class Store:
             meta = obj.setdefault("metadata", {})
             rtype = kinds.BY_KEY[key]
             if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                # as the API's SimpleNameGenerator: base cut to 58 characters, 5 random of its alphabet
+                suffix = "".join(_RANDOM.choice(_NAME_ALPHABET) for _ in range(5))
+                meta["name"] = meta["generateName"][:58] + suffix
             name = meta.get("name")
             if not name:
                 raise BadRequest("metadata.name: Required value")

@@ -74,3 +74,12 @@ def test_secret_string_data_is_stored_as_data(server) -> None:
     status, _, body = http(server, "POST", "/api/v1/namespaces/default/secrets", secret)
     assert status == 201 and "stringData" not in body and body["type"] == "Opaque"
     assert body["data"] == {"other": "eA==", "token": base64.b64encode(b"t0k").decode()}
+
+
+def test_generate_name_uses_the_api_name_generator(server) -> None:
+    """``generateName``: the base (cut to 58 characters) plus 5 characters of the API's alphabet."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "x" * 60}}
+    status, _, body = http(server, "POST", "/api/v1/namespaces/default/configmaps", cm)
+    name = body["metadata"]["name"]
+    assert status == 201 and len(name) == 63 and name.startswith("x" * 58)
+    assert set(name[58:]) <= set("bcdfghjklmnpqrstvwxz2456789")
