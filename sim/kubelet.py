@@ -1,7 +1,9 @@
 """Pod lifecycle in virtual time: binding, image pull, container start, model load, restarts.
 
-Pending -> scheduled (gang placement via ``Scheduler``) -> image pull (size / pool bandwidth; images
-are cached per node) -> container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
+Pending -> scheduled (gang placement via ``Scheduler``) -> volumes mounted (a missing Secret,
+ConfigMap or claim waits, ``podconfig``) -> image pull (size / pool bandwidth; images are cached per
+node) -> container configuration (a missing env Secret/ConfigMap: CreateContainerConfigError) ->
+container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
 -> model load (weights / storage bandwidth, a group's shard per pod) -> Ready. Release failures come
 from config patterns or pod annotations: ``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
 ``sim.lwsflow.io/never-ready`` (Running, never Ready); ``sim.lwsflow.io/load-seconds`` overrides
@@ -66,7 +68,7 @@ class Kubelet:
         self._reported: set[str] = set()
         # pods waiting for a Secret/ConfigMap: key -> (run, stage "mount" | "config", images, dirty)
         self.blocked: dict[Key, tuple[PodRun, str, list[str], bool]] = {}
-        self._warned: set[tuple[str, str]] = set()  # (pod uid, message): one event each, as dedup
+        self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -85,11 +87,13 @@ class Kubelet:
             self.unschedulable.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
+        if is_terminating(pod):
+            return
         blocked = self.blocked.get((ns, name))
         if blocked is not None and blocked[3]:  # a Secret or ConfigMap changed: the kubelet retries
             self._resume((ns, name))
             return
-        if is_terminating(pod) or (ns, name) in self.runs:
+        if (ns, name) in self.runs:
             return
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
@@ -319,8 +323,9 @@ class Kubelet:
             run.timer = self.c.clock.call_later(delay, lambda: self._running(key, run, images))
 
     def _warn_once(self, pod: dict, reason: str, message: str) -> None:
-        if (pod["metadata"]["uid"], message) not in self._warned:
-            self._warned.add((pod["metadata"]["uid"], message))
+        sent = self._warned.setdefault(pod["metadata"]["uid"], set())
+        if message not in sent:
+            sent.add(message)
             self.c.emit_event(pod, reason, message, etype="Warning", component="kubelet")
 
     def _ready(self, key: Key, run: PodRun) -> None:
@@ -382,6 +387,7 @@ class Kubelet:
     def _stop(self, ns: str, name: str, run: PodRun) -> None:
         self.runs.pop((ns, name), None)
         self.blocked.pop((ns, name), None)
+        self._warned.pop(run.uid, None)
         self.c.clock.cancel(run.timer)
         self.by_node.get(run.node, {}).pop((ns, name), None)
         self.c.scheduler.release(run.node, run.needs, run.group_key)
