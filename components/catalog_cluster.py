@@ -65,3 +65,13 @@ def cluster_config_for(catalog: Catalog, never_ready: list[str] | None = None,
     pools = [PoolConfig(name=cpu_name, count=CPU_NODES, cpu=CPU_PER_NODE, memory_gi=MEMORY_GI_PER_NODE),
              *gpu_pools]
     return ClusterConfig(pools=pools, never_ready_images=list(never_ready or []), serve_engines=serve_engines)
+
+
+def secret_refs(cat: Catalog) -> list[tuple[str, str, str]]:
+    """(namespace, Secret name, key) for every Secret the catalog's pods read, in every environment's
+    namespace: the Secrets a cluster must hold before those pods can start (a kubelet leaves a pod
+    with a missing one in CreateContainerConfigError)."""
+    refs = {(m.hfTokenSecret.name, m.hfTokenSecret.key) for m in cat.models if m.hfTokenSecret}
+    refs |= {(e.secretKeyRef.name, e.secretKeyRef.key) for m in cat.models for e in m.env if e.secretKeyRef}
+    namespaces = {env.namespace or cat.namespace for env in cat.environments}
+    return sorted((ns, name, key) for ns in namespaces for name, key in refs)

@@ -26,6 +26,7 @@ from lwsflow.controller.yamlio import parse_yaml_documents
 if TYPE_CHECKING:
     from lwsflow.components.catalog import Catalog
 
+_PLACEHOLDER = "bHdzZmxvdy1kZW1vLXBsYWNlaG9sZGVy"  # base64 "lwsflow-demo-placeholder", not a secret
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
 ENGINE_CONTEXT = "images/engine"
@@ -190,7 +191,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     import secrets
 
     from lwsflow.components.catalog import load_catalog
-    from lwsflow.components.catalog_cluster import cluster_config_for
+    from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.components.images import LocalRegistry
     from lwsflow.sim.apiserver import ApiServer
     from lwsflow.sim.cluster import Cluster
@@ -208,6 +209,12 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
         if cluster.store.try_get("namespaces", "", ns) is None:
             cluster.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                 "metadata": {"name": ns}, "status": {"phase": "Active"}})
+    # what a platform team provisions before the first sync: the Secrets the pods read (placeholders)
+    for ns, name, key in secret_refs(cat):
+        if cluster.store.try_get("secrets", ns, name) is None:
+            cluster.store.create("secrets", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                                             "metadata": {"name": name, "namespace": ns}, "data": {}})
+        cluster.store.mutate("secrets", ns, name, lambda s, k=key: s["data"].setdefault(k, _PLACEHOLDER))
     api = ApiServer(cluster.store, token=secrets.token_urlsafe(24), clock=cluster.now, speed=speed)
     registry = LocalRegistry()
     timeline = _record_timeline(cluster)

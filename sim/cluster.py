@@ -28,6 +28,7 @@ from lwsflow.sim.config import ClusterConfig, PoolConfig
 from lwsflow.sim.ds_controller import DS, SCALER, DsController
 from lwsflow.sim.kubelet import Kubelet
 from lwsflow.sim.lws_controller import LWS, LwsController
+from lwsflow.sim.namespaces import ensure_system_namespaces
 from lwsflow.sim.podutil import annotation, label, restart_count
 from lwsflow.sim.scheduler import NodeInfo, Scheduler
 from lwsflow.sim.statefulset import STS, StatefulSetController
@@ -104,15 +105,7 @@ class Cluster:
 
     # -- nodes -----------------------------------------------------------------------------------------
     def _bootstrap(self) -> None:
-        self.store.create(
-            "namespaces",
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": "default"},
-                "status": {"phase": "Active"},
-            },
-        )
+        ensure_system_namespaces(self.store)
         n = 0
         for pool in self.config.pools:
             per_domain = -(-pool.count // pool.topology_domains)
@@ -258,6 +251,8 @@ class Cluster:
                 info.cordoned = cordoned
                 if not cordoned:
                     self.kubelet.retry_pending()
+        elif key in ("secrets", "configmaps", "persistentvolumeclaims"):
+            self.kubelet.config_changed(ns)
         elif key == SCALER:
             ds = label(obj, L.DS_NAME)
             if ds:
@@ -282,7 +277,7 @@ class Cluster:
             for cname in list(names):
                 self.delete_object(ckey, ns, cname)
         with contextlib.suppress(NotFound):  # already gone through the store's own GC
-            self.store.delete(key, ns, name, propagation="Orphan")
+            self.store.delete(key, ns, name, collect=False)
 
     def delete_pod(self, ns: str, name: str) -> None:
         self.delete_object("pods", ns, name)

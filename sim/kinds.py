@@ -51,6 +51,7 @@ EVENT = ResourceType("", "v1", "Event", "events", short_names=("ev",), has_statu
 CONFIGMAP = ResourceType("", "v1", "ConfigMap", "configmaps", short_names=("cm",), has_status=False)
 SECRET = ResourceType("", "v1", "Secret", "secrets", has_status=False)
 ENDPOINTS = ResourceType("", "v1", "Endpoints", "endpoints", short_names=("ep",), has_status=False)
+PVC = ResourceType("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",))
 SERVICE_ACCOUNT = ResourceType("", "v1", "ServiceAccount", "serviceaccounts", short_names=("sa",),
                                has_status=False)
 STATEFULSET = ResourceType("apps", "v1", "StatefulSet", "statefulsets", short_names=("sts",),
@@ -63,7 +64,7 @@ LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", has_status=
 
 ALL: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
-    SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE,
+    SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, PVC,
 )
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}

@@ -1,7 +1,9 @@
 """Pod lifecycle in virtual time: binding, image pull, container start, model load, restarts.
 
-Pending -> scheduled (gang placement via ``Scheduler``) -> image pull (size / pool bandwidth; images
-are cached per node) -> container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
+Pending -> scheduled (gang placement via ``Scheduler``) -> volumes mounted (a missing Secret,
+ConfigMap or claim waits, ``podconfig``) -> image pull (size / pool bandwidth; images are cached per
+node) -> container configuration (a missing env Secret/ConfigMap: CreateContainerConfigError) ->
+container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
 -> model load (weights / storage bandwidth, a group's shard per pod) -> Ready. Release failures come
 from config patterns or pod annotations: ``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
 ``sim.lwsflow.io/never-ready`` (Running, never Ready); ``sim.lwsflow.io/load-seconds`` overrides
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
+from lwsflow.sim import podconfig
 from lwsflow.sim.clock import _Timer
 from lwsflow.sim.podutil import annotation, is_terminating, label
 from lwsflow.sim.scheduler import PodNeeds
@@ -63,6 +66,9 @@ class Kubelet:
         self.unschedulable: dict[Key, None] = {}
         self.image_cache: dict[str, set[str]] = {}
         self._reported: set[str] = set()
+        # pods waiting for a Secret/ConfigMap: key -> (run, stage "mount" | "config", images, dirty)
+        self.blocked: dict[Key, tuple[PodRun, str, list[str], bool]] = {}
+        self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -81,7 +87,13 @@ class Kubelet:
             self.unschedulable.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
-        if is_terminating(pod) or (ns, name) in self.runs:
+        if is_terminating(pod):
+            return
+        blocked = self.blocked.get((ns, name))
+        if blocked is not None and blocked[3]:  # a Secret or ConfigMap changed: the kubelet retries
+            self._resume((ns, name))
+            return
+        if (ns, name) in self.runs:
             return
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
@@ -182,6 +194,20 @@ class Kubelet:
                 ],
             },
         )
+        self._mount_and_pull(key, run)
+
+    def _mount_and_pull(self, key: Key, run: PodRun) -> None:
+        """Volumes first (a missing Secret/ConfigMap: ContainerCreating, FailedMount), then pulls."""
+        pod = self._current(key, run)
+        if pod is None:
+            return
+        failed = podconfig.volume_error(pod, self.c.store)
+        if failed is not None:
+            self.blocked[key] = (run, "mount", [], False)
+            message = f'MountVolume.SetUp failed for volume "{failed[0]}" : {failed[1]}'
+            self._warn_once(pod, "FailedMount", message)
+            return
+        node, needs = run.node, run.needs
         images = _images(pod)
         cfg, pool = self.c.config, self.c.pool_of(node)
         bw = (pool.pull_gbps if pool and pool.pull_gbps else None) or cfg.timings.pull_gbps
@@ -226,6 +252,10 @@ class Kubelet:
         if pod is None:
             return
         self.image_cache.setdefault(run.node, set()).update(images)
+        errors = podconfig.container_config_errors(pod, self.c.store)
+        if errors:
+            self._config_error(key, run, pod, images, errors)
+            return
         if run.ip is None:
             run.ip = self._alloc_ip()
         run.started = True
@@ -253,6 +283,50 @@ class Kubelet:
         never = annotation(pod, NEVER_READY) == "true" or any(cfg.image_never_ready(i) for i in images)
         if not never:
             run.timer = self.c.clock.call_later(self._load_seconds(pod, run), lambda: self._ready(key, run))
+
+    def _config_error(
+        self, key: Key, run: PodRun, pod: dict, images: list[str], errors: dict[str, str]
+    ) -> None:
+        """Containers whose env needs a missing Secret/ConfigMap wait (CreateContainerConfigError)."""
+        self.blocked[key] = (run, "config", images, False)
+        old = pod.get("status") or {}
+        now = rfc3339(self.c.now())
+        prev = {c.get("name"): c for c in old.get("containerStatuses") or []}
+        css = []
+        for c in _containers(pod):
+            msg = errors.get(c.get("name", ""))
+            if msg is None:
+                waiting = {"waiting": {"reason": "ContainerCreating"}}
+                css.append(prev.get(c.get("name")) or self._cstatus(c, waiting))
+            else:
+                waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": msg}}
+                css.append(self._cstatus(c, waiting, prev=prev))
+        if run.started:
+            old = {**old, "conditions": _conds(now, ready=False)}
+        self._write_status(key, {**old, "containerStatuses": css})
+        for msg in dict.fromkeys(errors.values()):
+            self._warn_once(pod, "Failed", f"Error: {msg}")
+
+    def config_changed(self, ns: str) -> None:
+        """A Secret or ConfigMap of ``ns`` was written or deleted: its waiting pods are retried."""
+        for (pns, name), (run, stage, images, _) in list(self.blocked.items()):
+            if pns == ns:
+                self.blocked[(pns, name)] = (run, stage, images, True)
+                self.c.enqueue("pod", pns, name)
+
+    def _resume(self, key: Key) -> None:
+        run, stage, images, _ = self.blocked.pop(key)
+        if stage == "mount":
+            self._mount_and_pull(key, run)
+        else:  # the image is there: only the container is created and started
+            delay = self.c.config.timings.container_start_s
+            run.timer = self.c.clock.call_later(delay, lambda: self._running(key, run, images))
+
+    def _warn_once(self, pod: dict, reason: str, message: str) -> None:
+        sent = self._warned.setdefault(pod["metadata"]["uid"], set())
+        if message not in sent:
+            sent.add(message)
+            self.c.emit_event(pod, reason, message, etype="Warning", component="kubelet")
 
     def _ready(self, key: Key, run: PodRun) -> None:
         pod = self._current(key, run)
@@ -312,6 +386,8 @@ class Kubelet:
 
     def _stop(self, ns: str, name: str, run: PodRun) -> None:
         self.runs.pop((ns, name), None)
+        self.blocked.pop((ns, name), None)
+        self._warned.pop(run.uid, None)
         self.c.clock.cancel(run.timer)
         self.by_node.get(run.node, {}).pop((ns, name), None)
         self.c.scheduler.release(run.node, run.needs, run.group_key)

@@ -107,7 +107,7 @@ class LwsController:
             return rolling.GroupState(False, False)
         size = int(annotation(leader, L.SIZE_ANNOTATION) or 1)
         updated = label(leader, L.TEMPLATE_REVISION_HASH) == revision
-        ready = is_ready(leader) and not is_terminating(leader)
+        ready = is_ready(leader)  # upstream PodRunningAndReady: deletionTimestamp is not looked at
         if size > 1:
             wsts = store.get_raw(STS, ns, f"{name}-{idx}")
             if wsts is None:
@@ -161,12 +161,8 @@ class LwsController:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": {
-                    "name": svc_name,
-                    "namespace": ns,
-                    "labels": {L.NAME: lws["metadata"]["name"]},
-                    "ownerReferences": [owner_ref(owner)],
-                },
+                # as upstream CreateHeadlessServiceIfNotExists builds it: no labels
+                "metadata": {"name": svc_name, "namespace": ns, "ownerReferences": [owner_ref(owner)]},
                 "spec": {
                     "clusterIP": "None",
                     "clusterIPs": ["None"],
@@ -207,6 +203,7 @@ class LwsController:
                 "rollingUpdate": {"partition": partition, "maxUnavailable": max(1, v.unavailable + v.surge)},
             },
             "revisionHistoryLimit": 10,
+            **_storage(v.revision_data),
         }
         meta_labels = {**v.labels, L.NAME: v.name, L.TEMPLATE_REVISION_HASH: v.revision}
         meta_ann = {**v.annotations, L.REPLICAS_ANNOTATION: str(v.replicas)}
@@ -367,6 +364,7 @@ class LwsController:
                     "podManagementPolicy": "Parallel",
                     "template": worker,
                     "updateStrategy": {"type": "RollingUpdate"},
+                    **_storage(data),
                 },
             },
         )
@@ -431,6 +429,13 @@ class LwsController:
             ]
         size = int(annotation(leader, L.SIZE_ANNOTATION) or 1)
         return len(pods) < size or any((p.get("status") or {}).get("phase") == "Pending" for p in pods)
+
+
+def _storage(revision_data: dict) -> dict:
+    """§a: volumeClaimTemplates and persistentVolumeClaimRetentionPolicy go to both StatefulSets."""
+    lwt = revision_data["spec"]["leaderWorkerTemplate"]
+    return {k: clone(lwt[k]) for k in ("volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy")
+            if lwt.get(k)}
 
 
 def _subgroup_annotations(revision_data: dict) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """What the LWS pod webhook does to a pod at creation (lws-semantics.md §b), applied in-process.
 
-Leader: group-index from its ordinal, group-key = sha1(<ns>/<pod name>); worker: worker-index from
+Leader: group-index from its ordinal, group-key = sha1(<ns>/<pod name>), and with the
+UniquePerReplica subdomain policy ``spec.subdomain`` = its own name; worker: worker-index from
 its ordinal. Every container and init container gets LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and
 LWS_WORKER_INDEX first in ``env`` (user entries with the same names dropped). With the
 exclusive-topology annotation the leader gets required podAffinity on its own group-key and
@@ -32,6 +33,8 @@ def mutate_pod(pod: dict, ordinal: int) -> None:
         labels[L.GROUP_INDEX] = str(ordinal)
         labels[L.GROUP_KEY] = group_key(ns, name)
         leader = name
+        if ann.get(L.SUBDOMAIN_POLICY_ANNOTATION) == "UniquePerReplica":
+            pod["spec"]["subdomain"] = name  # the per-replica Service is named after the leader
         topo = ann.get(L.EXCLUSIVE_TOPOLOGY)
         if topo:
             pod["spec"]["affinity"] = _exclusive_affinity(labels[L.GROUP_KEY], topo)

@@ -24,11 +24,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from lwsflow.controller.errors import FieldError, InvalidInput, ValidationFailed
+from lwsflow.controller.errors import FieldError, InvalidInput, NotFound, ValidationFailed
 from lwsflow.sim import kinds
 from lwsflow.sim.cluster import Cluster, SimTimeout
 from lwsflow.sim.config import ClusterConfig
 from lwsflow.sim.faults import Fault, inject
+from lwsflow.sim.namespaces import namespace_defaults, require_namespace
 from lwsflow.sim.timeline import Timeline
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -160,7 +161,11 @@ def apply_object(c: Cluster, obj: dict[str, Any], where: str = "") -> None:
     meta = obj.get("metadata") or {}
     ns = (meta.get("namespace") or "default") if rtype.namespaced else ""
     if c.store.try_get(rtype.key, ns, meta.get("name", "")) is None:
-        c.store.create(rtype.key, obj)
+        try:
+            require_namespace(c.store, rtype, ns)
+        except NotFound as exc:  # as the API: namespaces are created explicitly (a Namespace object)
+            raise InvalidInput(str(exc), field=f"{where}.metadata.namespace") from None
+        c.store.create(rtype.key, namespace_defaults(dict(obj)) if rtype is kinds.NAMESPACE else obj)
     else:
         c.store.replace(rtype.key, obj, check_version=False)
 

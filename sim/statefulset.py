@@ -3,6 +3,7 @@
 Parallel pod management; ordinals from ``spec.ordinals.start``; missing ordinals are created at once
 (below the partition from ``currentRevision``, at or above it from ``updateRevision``); ordinals past
 ``replicas`` are deleted (so scale-down removes the highest ordinals, which are the surge groups);
+PersistentVolumeClaims from ``volumeClaimTemplates`` with their retention policy (``claims.py``);
 a RollingUpdate deletes outdated pods at or above the partition, highest ordinal first, while fewer
 than ``maxUnavailable`` pods in range are unhealthy (the MaxUnavailableStatefulSet behaviour, on by
 default from Kubernetes 1.35). The LWS pod webhook runs on pods it creates, as the real one would.
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve
-from lwsflow.sim import lws_webhook
+from lwsflow.controller.errors import AlreadyExists
+from lwsflow.sim import claims, lws_webhook
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.store import clone
 
@@ -58,6 +60,7 @@ class StatefulSetController:
         status = sts.get("status") or {}
         current_rev = status.get("currentRevision") or update_rev
         end = start + replicas
+        claimed = bool(claims.templates(sts))
 
         pods: dict[int, dict] = {}
         for pname in self.c.owned_names(sts["metadata"]["uid"], "pods"):
@@ -68,13 +71,19 @@ class StatefulSetController:
             if ordinal is None:
                 continue
             if ordinal >= end or ordinal < start:
+                if claimed:  # whenScaled: Delete hands the claims to the pod first
+                    claims.sync(store, sts, pname, pod, scaled_down=True)
                 self.c.delete_pod(ns, pname)  # Parallel: condemned ordinals all go at once
                 continue
             pods[ordinal] = pod
         for ordinal in range(start, end):
+            if claimed:  # claims before their pod, and their owners kept in line with the policy
+                claims.sync(store, sts, f"{name}-{ordinal}", pods.get(ordinal), scaled_down=False)
             if ordinal not in pods:
                 rev = update_rev if ordinal >= partition else current_rev
-                pods[ordinal] = self._create_pod(sts, ordinal, rev, update_rev)
+                created = self._create_pod(sts, ordinal, rev, update_rev)
+                if created is not None:
+                    pods[ordinal] = created
 
         # one pass over the pods: (ready, healthy, revision) per ordinal
         info = {o: (is_ready(p), not is_terminating(p), _rev(p)) for o, p in pods.items()}
@@ -91,7 +100,7 @@ class StatefulSetController:
                     budget -= 1
         self._write_status(sts, info, replicas, current_rev, update_rev)
 
-    def _create_pod(self, sts: dict, ordinal: int, rev: str, update_rev: str) -> dict:
+    def _create_pod(self, sts: dict, ordinal: int, rev: str, update_rev: str) -> dict | None:
         ns, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
         template = self.templates.get((ns, name, rev)) or self.templates[(ns, name, update_rev)]
         tmeta = template.get("metadata") or {}
@@ -100,6 +109,8 @@ class StatefulSetController:
         spec.setdefault("hostname", pname)
         if sts["spec"].get("serviceName"):
             spec.setdefault("subdomain", sts["spec"]["serviceName"])
+        if claims.templates(sts):
+            claims.add_volumes(spec, sts, pname)
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -120,7 +131,29 @@ class StatefulSetController:
         }
         if L.NAME in pod["metadata"]["labels"]:
             lws_webhook.mutate_pod(pod, ordinal)
-        return self.c.store.create("pods", pod)
+        try:
+            return self.c.store.create("pods", pod)
+        except AlreadyExists:
+            return self._adopt(sts, pname)
+
+    def _adopt(self, sts: dict, pname: str) -> dict | None:
+        """A pod of that name exists: adopt it when it is an orphan matching the selector (ClaimPods),
+        else report it as the controller does and leave it alone."""
+        ns = sts["metadata"]["namespace"]
+        pod = self.c.store.get_raw("pods", ns, pname)
+        if pod is None:
+            return None
+        refs = pod["metadata"].get("ownerReferences") or []
+        selector = ((sts["spec"].get("selector") or {}).get("matchLabels")) or {}
+        labels = pod["metadata"].get("labels") or {}
+        if any(r.get("controller") for r in refs) or any(labels.get(k) != v for k, v in selector.items()):
+            message = (f"create Pod {pname} in StatefulSet {sts['metadata']['name']} failed error: "
+                       f'pods "{pname}" already exists')
+            self.c.emit_event(sts, "FailedCreate", message, etype="Warning",
+                              component="statefulset-controller")
+            return None
+        return self.c.store.mutate("pods", ns, pname, lambda p: p["metadata"].__setitem__(
+            "ownerReferences", [*refs, owner_ref(sts)]))
 
     def _write_status(self, sts: dict, info: dict[int, tuple[bool, bool, str]], replicas: int,
                       current_rev: str, update_rev: str) -> None:

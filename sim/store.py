@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import queue
+import random
 import re
 import threading
 import time
@@ -29,6 +30,8 @@ from lwsflow.sim import kinds
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 _T = TypeVar("_T")
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3
+_RANDOM = random.SystemRandom()
 _HISTORY = 20_000  # watch events kept for resuming; older resourceVersions answer 410 Gone
 
 
@@ -89,6 +92,7 @@ class Store:
         self._watches: list[Watch] = []
         self._subscribers: list[Subscriber] = []
         self._uids = itertools.count(1)
+        self._propagation: dict[str, str] = {}  # uid of a finalizer-held deletion -> its propagation
 
     # -- reads ---------------------------------------------------------------------------------------
     @property
@@ -135,7 +139,9 @@ class Store:
             meta = obj.setdefault("metadata", {})
             rtype = kinds.BY_KEY[key]
             if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                # as the API's SimpleNameGenerator: base cut to 58 characters, 5 random of its alphabet
+                suffix = "".join(_RANDOM.choice(_NAME_ALPHABET) for _ in range(5))
+                meta["name"] = meta["generateName"][:58] + suffix
             name = meta.get("name")
             if not name:
                 raise BadRequest("metadata.name: Required value")
@@ -208,6 +214,9 @@ class Store:
             if new == old:
                 return clone(old)  # no-op writes do not bump resourceVersion (as the API server)
             if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
+                # the owner is gone now: its garbage collection runs
+                orphan = self._propagation.pop(nmeta["uid"], "") == "Orphan"
+                self._collect_dependants(nmeta["uid"], orphan=orphan)
                 self._remove(key, bucket, (ns, name))
                 return new
             self._commit(key, bucket, (ns, name), new, MODIFIED)
@@ -222,10 +231,14 @@ class Store:
             return self.replace(key, obj, subresource=subresource, check_version=False)
 
     def delete(self, key: str, namespace: str, name: str, *, propagation: str = "Background",
-               resource_version: str | None = None) -> dict:
+               resource_version: str | None = None, collect: bool = True) -> dict:
         """Delete; owner-reference dependants go too (Background and Foreground alike, at once).
 
-        Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed.
+        Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed;
+        their dependants stay until then, as the garbage collector keeps dependants of an owner that
+        still exists (Foreground deletes them first). ``Orphan`` strips the owner's reference from
+        its dependants, as the garbage collector does. ``collect=False``: the caller already dealt
+        with the dependants (the simulator's own cascade), so none are looked for.
         """
         with self._lock:
             bucket = self._bucket(key)
@@ -235,15 +248,21 @@ class Store:
                 raise _not_found(key, name)
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
                 raise Conflict(f'{_plural(key)} "{name}": precondition failed: resourceVersion')
-            if propagation != "Orphan":
-                self._collect_dependants(old["metadata"]["uid"])
+            uid = old["metadata"]["uid"]
             if old["metadata"].get("finalizers"):
+                # Background and Orphan: dependants stay while the owner still exists (terminating);
+                # Foreground: they go first (at once here). The rest happens when it is removed.
+                if propagation == "Foreground":
+                    self._collect_dependants(uid)
+                self._propagation.setdefault(uid, propagation)
                 if not old["metadata"].get("deletionTimestamp"):
                     new = clone(old)
                     new["metadata"]["deletionTimestamp"] = rfc3339(self.now())
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
                     return clone(new)
                 return clone(old)
+            if collect:
+                self._collect_dependants(uid, orphan=propagation == "Orphan")
             return self._remove(key, bucket, (ns or "", name))
 
     # -- watches and subscribers ---------------------------------------------------------------------
@@ -305,11 +324,23 @@ class Store:
         for fn in list(self._subscribers):
             fn(ev)
 
-    def _collect_dependants(self, owner_uid: str) -> None:
+    def _collect_dependants(self, owner_uid: str, *, orphan: bool = False) -> None:
+        """Delete the owner's dependants, or (``orphan``) drop its reference from them. A dependant
+        that keeps another owner stays, as the garbage collector keeps it."""
         for key, bucket in self._objects.items():
             for ident, obj in list(bucket.items()):
                 refs = obj.get("metadata", {}).get("ownerReferences") or []
-                if any(r.get("uid") == owner_uid for r in refs) and ident in bucket:
+                if not any(r.get("uid") == owner_uid for r in refs) or ident not in bucket:
+                    continue
+                rest = [r for r in refs if r.get("uid") != owner_uid]
+                if orphan or rest:
+                    new = clone(obj)
+                    if rest:
+                        new["metadata"]["ownerReferences"] = rest
+                    else:
+                        del new["metadata"]["ownerReferences"]
+                    self._commit(key, bucket, ident, new, MODIFIED)
+                else:
                     self.delete(key, ident[0], ident[1])
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
+from lwsflow.sim.apiserver import core_admission
 
 _CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io")
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -96,6 +97,10 @@ def admit(
     """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
     name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
     if not is_crd(rtype):
+        core_admission.default(rtype, obj)
+        errors = core_admission.validate(rtype, obj, old)
+        if errors:
+            raise invalid(rtype, name, errors)
         return obj, []
     from lwsflow.controller.api.defaults import default_object
     from lwsflow.controller.api.validation import validate_object, validate_update

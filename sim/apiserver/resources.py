@@ -8,7 +8,6 @@ update (kube-apiserver retries them internally on conflict; holding the lock is 
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import json
 from dataclasses import dataclass, field
@@ -16,14 +15,20 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lwsflow.controller.yamlio import MAX_DEPTH, parse_yaml_documents
-from lwsflow.sim import kinds
+from lwsflow.sim import claims, kinds
 from lwsflow.sim.apiserver import apply as ssa
 from lwsflow.sim.apiserver.admission import admit, check_unknown, is_crd
 from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
 from lwsflow.sim.apiserver.routing import Route
+from lwsflow.sim.namespaces import (
+    SYSTEM_NAMESPACES,
+    ensure_system_namespaces,
+    namespace_defaults,
+    purge_namespace,
+    require_namespace,
+)
 from lwsflow.sim.store import Store, dotted, rfc3339
 
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 MERGE, JSON_PATCH, STRATEGIC, APPLY = (
     "application/merge-patch+json",
     "application/json-patch+json",
@@ -89,8 +94,7 @@ class Resources:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        for ns in SYSTEM_NAMESPACES:
-            self.ensure_namespace(ns)
+        ensure_system_namespaces(store)
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, route: Route) -> dict[str, Any]:
@@ -124,20 +128,6 @@ class Resources:
         return {"kind": t.list_kind, "apiVersion": t.api_version, "metadata": meta, "items": items}
 
     # -- writes --------------------------------------------------------------------------------------
-    def ensure_namespace(self, ns: str) -> None:
-        if ns and self.store.try_get(kinds.NAMESPACE.key, "", ns) is None:
-            with contextlib.suppress(Conflict):  # created concurrently
-                self.store.create(
-                    kinds.NAMESPACE.key,
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Namespace",
-                        "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
-                        "spec": {"finalizers": ["kubernetes"]},
-                        "status": {"phase": "Active"},
-                    },
-                )
-
     def _check_identity(self, route: Route, obj: Any) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise BadRequest("the request body must be a JSON object")
@@ -171,19 +161,18 @@ class Resources:
         for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "deletionTimestamp"):
             obj["metadata"].pop(k, None)
         if route.rtype is kinds.NAMESPACE:
-            obj["status"] = {"phase": "Active"}  # no namespace controller: active at once
-        if route.rtype is kinds.SECRET and not obj.get("type"):
-            obj["type"] = "Opaque"  # the core API's default
+            namespace_defaults(obj)  # no namespace controller: Active at once
+        if route.rtype is kinds.PVC:
+            claims.bind(obj)  # no storage model: bound at once
         if route.rtype is kinds.EVENT:
             now = rfc3339(self.store.now())
             obj.setdefault("firstTimestamp", now)
             obj.setdefault("lastTimestamp", now)
+        require_namespace(self.store, route.rtype, obj["metadata"].get("namespace", ""))
         obj, opts.warnings = admit(route.rtype, obj, None, opts.field_validation)
         ssa.record_update(None, obj, opts.manager, rfc3339(self.store.now()))
         if opts.dry_run:
             return obj
-        if route.rtype.namespaced:
-            self.ensure_namespace(obj["metadata"]["namespace"])
         return self.store.create(route.rtype.key, obj)
 
     def update(self, route: Route, body: Any, opts: WriteOptions) -> dict[str, Any]:
@@ -248,6 +237,7 @@ class Resources:
             raise BadRequest("apply patches must set apiVersion and kind")
         now = rfc3339(self.store.now())
         if old is None:
+            require_namespace(self.store, route.rtype, route.namespace)
             opts.warnings = check_unknown(route.rtype, applied, opts.field_validation)
             new = ssa.apply(
                 {
@@ -260,11 +250,13 @@ class Resources:
                 opts.force,
                 now,
             )
+            if route.rtype is kinds.NAMESPACE:
+                namespace_defaults(new)
+            if route.rtype is kinds.PVC:
+                claims.bind(new)
             new, _ = admit(route.rtype, new, None, "Ignore")
             if opts.dry_run:
                 return new
-            if route.rtype.namespaced:
-                self.ensure_namespace(route.namespace)
             return self.store.create(route.rtype.key, new)
         # unknown fields are refused or pruned before they get an owner
         opts.warnings = check_unknown(route.rtype, applied, opts.field_validation)
@@ -324,7 +316,7 @@ class Resources:
                 route.rtype.key, route.namespace, route.name, propagation=propagation, resource_version=rv
             )
             if route.rtype is kinds.NAMESPACE:
-                self._purge_namespace(route.name)
+                purge_namespace(self.store, route.name)
         if self.store.try_get(route.rtype.key, route.namespace, route.name) is not None:
             return obj  # still there (finalizers pending): the API answers with the object
         t = route.rtype
@@ -340,13 +332,6 @@ class Resources:
                 "uid": obj["metadata"].get("uid"),
             },
         }
-
-    def _purge_namespace(self, ns: str) -> None:
-        for t in kinds.ALL:
-            if t.namespaced:
-                for o in self.store.list(t.key, ns)[0]:
-                    if self.store.try_get(t.key, ns, o["metadata"]["name"]) is not None:
-                        self.store.delete(t.key, ns, o["metadata"]["name"])
 
     def delete_collection(self, route: Route, q: dict[str, str]) -> dict[str, Any]:
         items, _ = self.store.list(

@@ -150,6 +150,8 @@ def _event_last_seen(o: dict[str, Any], now: float) -> str:
     return _since(ts, now)
 
 
+_ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX",
+                 "ReadWriteOncePod": "RWOP"}
 NAME: Column = ("Name", "string", 0, _name)
 AGE: Column = ("Age", "string", 0, _age)
 _BUILTIN: dict[str, list[Column]] = {
@@ -216,6 +218,18 @@ _BUILTIN: dict[str, list[Column]] = {
         ("Message", "string", 0, _get("message", "")),
     ],
     "configmaps": [NAME, ("Data", "string", 0, lambda o, n: len(o.get("data") or {})), AGE],
+    "persistentvolumeclaims": [
+        NAME,
+        ("Status", "string", 0, _get("status.phase", "Pending")),
+        ("Volume", "string", 0, _get("spec.volumeName", "")),
+        ("Capacity", "string", 0, _get("status.capacity.storage", "")),
+        ("Access Modes", "string", 0, lambda o, n: ",".join(
+            _ACCESS_MODES.get(m, m) for m in _path(o, "status.accessModes") or [])),
+        ("StorageClass", "string", 0, _get("spec.storageClassName", "<unset>")),
+        ("VolumeAttributesClass", "string", 0, _get("spec.volumeAttributesClassName", "<unset>")),
+        AGE,
+        ("VolumeMode", "string", 1, _get("spec.volumeMode", "")),
+    ],
 }
 
 

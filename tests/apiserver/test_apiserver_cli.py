@@ -98,6 +98,9 @@ def test_sim_serve_runs_the_rendered_example_catalog(tmp_path: Path, cluster: li
     try:
         subprocess.run([*kubectl, "create", "namespace", "llm-dev"], check=True, capture_output=True,
                        timeout=30)
+        # the catalog's pods read HF_TOKEN from this Secret: without it they never start (item 3)
+        subprocess.run([*kubectl, "create", "secret", "generic", "hf-token", "-n", "llm-dev",
+                        "--from-literal=token=placeholder"], check=True, capture_output=True, timeout=30)
         applied = subprocess.run([*kubectl, "apply", "-k", str(tmp_path / "out" / "dev")],
                                  capture_output=True, text=True, timeout=60)
         assert applied.returncode == 0, applied.stderr

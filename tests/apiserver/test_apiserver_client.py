@@ -4,6 +4,7 @@ status and scale subresources, and the error statuses a controller must handle (
 from __future__ import annotations
 
 import copy
+import json
 import threading
 
 import pytest
@@ -63,7 +64,12 @@ def test_core_api_and_statefulset_scale(api_client) -> None:
         metadata=client.V1ObjectMeta(name="p", labels={"app": "x"}),
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")]),
     )
-    core.create_namespaced_pod("team-a", pod)  # namespaces come into existence on first use
+    with pytest.raises(ApiException) as err:  # namespaces are created explicitly, as on a real cluster
+        core.create_namespaced_pod("team-a", pod)
+    assert err.value.status == 404
+    assert json.loads(err.value.body)["message"] == 'namespaces "team-a" not found'
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team-a")))
+    core.create_namespaced_pod("team-a", pod)
     assert "team-a" in [n.metadata.name for n in core.list_namespace().items]
     got = core.patch_namespaced_pod("p", "team-a", {"metadata": {"labels": {"tier": "gold"}}})
     assert got.metadata.labels == {"app": "x", "tier": "gold"}

@@ -61,6 +61,9 @@ def test_kubectl_sample_and_client_watch_rollout(served):
         "default", label_selector="leaderworkerset.sigs.k8s.io/worker-index=0")
     assert sorted(p.metadata.name for p in pods.items) == [f"leaderworkerset-sample-{i}" for i in range(3)]
     assert all(p.status.pod_ip.startswith("127.") and p.status.pod_ip != "127.0.0.1" for p in pods.items)
+    # kubectl's StatefulSet status viewer reads observedGeneration, readyReplicas, updatedReplicas
+    assert _kubectl(kubeconfig, "rollout", "status", "statefulset/leaderworkerset-sample", "--timeout=20s") \
+        == "partitioned roll out complete: 3 new pods have been updated...\n"
 
     _kubectl(kubeconfig, "patch", "lws", "leaderworkerset-sample", "--type", "merge", "-p",
              '{"spec":{"leaderWorkerTemplate":{"workerTemplate":{"spec":{"containers":'

@@ -70,15 +70,35 @@ def test_pod_labels_annotations_and_env(cluster: Cluster):
 
 
 def test_unique_per_replica_subdomain(cluster: Cluster):
-    """§b UniquePerReplica: Service <lws>-<g> per group, no shared Service, address <lws>-<g>.<lws>-<g>.ns."""
-    cluster.store.create(LWS, make_lws("demo", replicas=2, size=2,
+    """§b UniquePerReplica: Service <lws>-<g> per group (no shared one), and every pod of group g,
+    leader included, has subdomain <lws>-<g> and LWS_LEADER_ADDRESS <lws>-<g>.<lws>-<g>.<ns>: the
+    upstream pod webhook sets the leader's ``spec.subdomain`` to its own name (pod_webhook.go), and
+    the worker StatefulSet's serviceName is <lws>-<g>. The per-replica Service is created by the pod
+    controller exactly as ``CreateHeadlessServiceIfNotExists`` builds it: headless, selector
+    {name, group-index}, publishNotReadyAddresses, no labels, controller-owned by the leader pod."""
+    cluster.store.create(LWS, make_lws("tpu-style", replicas=3, size=3,
                                        networkConfig={"subdomainPolicy": "UniquePerReplica"}))
-    cluster.run_until(available("demo"), 3600)
-    assert cluster.store.try_get("services", NS, "demo") is None
-    assert cluster.store.get("services", NS, "demo-1")["spec"]["selector"] == {L.NAME: "demo",
-                                                                              L.GROUP_INDEX: "1"}
-    worker = cluster.store.get("pods", NS, "demo-1-1")
-    assert worker["spec"]["containers"][0]["env"][0]["value"] == "demo-1.demo-1.default"
+    cluster.run_until(available("tpu-style"), 3600)
+    assert cluster.store.try_get("services", NS, "tpu-style") is None
+    for g in range(3):
+        group = f"tpu-style-{g}"
+        leader = cluster.store.get("pods", NS, group)
+        svc = cluster.store.get("services", NS, group)
+        assert svc["spec"]["selector"] == {L.NAME: "tpu-style", L.GROUP_INDEX: str(g)}
+        assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+        assert "labels" not in svc["metadata"]
+        assert svc["metadata"]["ownerReferences"] == [{
+            "apiVersion": "v1", "kind": "Pod", "name": group, "uid": leader["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}]
+        assert cluster.store.get(STS, NS, group)["spec"]["serviceName"] == group
+        for pod_name in (group, f"{group}-1", f"{group}-2"):
+            pod = cluster.store.get("pods", NS, pod_name)
+            assert pod["spec"]["hostname"] == pod_name
+            assert pod["spec"]["subdomain"] == group, pod_name
+            assert pod["spec"]["containers"][0]["env"][0] == {
+                "name": "LWS_LEADER_ADDRESS", "value": f"{group}.{group}.default"}, pod_name
+    assert cluster.store.get("pods", NS, "tpu-style-0")["metadata"]["annotations"][
+        L.SUBDOMAIN_POLICY_ANNOTATION] == "UniquePerReplica"
 
 
 def test_size_one_creates_no_worker_statefulset(cluster: Cluster):
@@ -152,3 +172,21 @@ def test_delete_and_recreate_same_name(cluster: Cluster):
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
     assert len(cluster.store.list("controllerrevisions.apps", NS)[0]) == 1
+
+
+def test_orphan_deletion_strips_owner_refs_and_a_new_statefulset_adopts_the_pods(cluster: Cluster):
+    """API conventions, garbage collection: ``propagationPolicy: Orphan`` leaves the dependants and
+    removes the deleted owner's reference from them; the StatefulSet the LWS controller recreates
+    adopts the orphaned leader pods that match its selector (ClaimPods) instead of failing on them."""
+    cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
+    cluster.run_until(available("demo"), 3600)
+    uids = {n: cluster.store.get("pods", NS, n)["metadata"]["uid"] for n in ("demo-0", "demo-1")}
+    old = cluster.store.get(STS, NS, "demo")["metadata"]["uid"]
+    cluster.store.delete(STS, NS, "demo", propagation="Orphan")
+    assert all("ownerReferences" not in cluster.store.get("pods", NS, n)["metadata"] for n in uids)
+    cluster.run_until(available("demo"), 3600)
+    new = cluster.store.get(STS, NS, "demo")["metadata"]["uid"]
+    assert new != old
+    for n, uid in uids.items():
+        pod = cluster.store.get("pods", NS, n)
+        assert pod["metadata"]["uid"] == uid and pod["metadata"]["ownerReferences"][0]["uid"] == new

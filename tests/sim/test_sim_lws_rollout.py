@@ -218,3 +218,26 @@ def test_initial_partition_sequence_6_5_4(cluster: Cluster):
     w.stop()
     assert partitions == [6, 5, 4]
     assert [v[1] == old for v in groups(cluster).values()] == [True] * 4 + [False] * 2
+
+
+def test_terminating_leader_still_counts_ready_as_upstream(cluster: Cluster):
+    """§c ready(group): the leader is Running with Ready=True (upstream ``PodRunningAndReady``,
+    pod_utils.go), which does not look at ``deletionTimestamp``. A leader held by a finalizer while
+    it terminates, still Running and Ready, keeps counting in readyReplicas and Available."""
+    cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
+    cluster.run_until(available("demo"), 3600)
+    cluster.store.mutate("pods", NS, "demo-1",
+                         lambda p: p["metadata"].__setitem__("finalizers", ["example.com/hold"]))
+    cluster.store.delete("pods", NS, "demo-1")
+    cluster.advance(1)
+    leader = cluster.store.get("pods", NS, "demo-1")
+    assert leader["metadata"]["deletionTimestamp"] and leader["status"]["phase"] == "Running"
+    assert groups(cluster)[1][2] is True
+    assert counters(cluster) == (2, 2, 2)
+    assert is_true(cluster.store.get(LWS, NS, "demo"), "Available")
+    worker_sts = cluster.store.get("statefulsets.apps", NS, "demo-1")["metadata"]["uid"]
+    # the finalizer goes: the leader is removed, its worker StatefulSet garbage-collected with it
+    cluster.store.mutate("pods", NS, "demo-1", lambda p: p["metadata"].__setitem__("finalizers", []))
+    cluster.settle()
+    assert cluster.store.get("statefulsets.apps", NS, "demo-1")["metadata"]["uid"] != worker_sts
+    cluster.run_until(available("demo"), 3600)

@@ -63,6 +63,19 @@ def test_invalid_lws_in_scenario_is_rejected():
     assert "objects[0].spec.leaderWorkerTemplate.size" in str(exc.value)
 
 
+def test_scenario_objects_need_their_namespace():
+    """As the API (NamespaceLifecycle): an object in a namespace that does not exist is refused,
+    naming the field; a Namespace object listed before it makes it work."""
+    lws = make_lws("demo", replicas=1, size=1)
+    lws["metadata"]["namespace"] = "team-a"
+    with pytest.raises(InvalidInput) as exc:
+        run_scenario(parse_scenario(_scenario(objects=[lws], actions=[], until={"timeout": "1m"})))
+    assert exc.value.field == "objects[0].metadata.namespace"
+    assert 'namespaces "team-a" not found' in str(exc.value)
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+    run_scenario(parse_scenario(_scenario(objects=[ns, lws], actions=[], until={"timeout": "1m"})))
+
+
 def test_durations():
     assert parse_duration("90s") == 90 and parse_duration("1.5h") == 5400 and parse_duration(7) == 7.0
     with pytest.raises(ValueError):

@@ -91,3 +91,37 @@ def test_selectors_match_labels_fields_and_the_empty_namespace_of_cluster_object
     assert Selector.parse("", "metadata.namespace=").matches(node)  # cluster-scoped: namespace ""
     assert not Selector.parse("", "metadata.namespace=ns").matches(node)
     assert Selector.parse("", "metadata.namespace=ns").matches(pod)
+
+
+def _owned(store: Store, name: str, *owners: dict) -> None:
+    refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": o["metadata"]["name"],
+             "uid": o["metadata"]["uid"]} for o in owners]
+    store.create("configmaps", {"metadata": {"name": name, "namespace": "ns", "ownerReferences": refs}})
+
+
+def test_garbage_collection_follows_propagation_owners_and_finalizers() -> None:
+    """API conventions (garbage collector): a dependant goes with its last owner and stays, minus the
+    dangling reference, while another owner exists; Orphan strips the reference; an owner held by a
+    finalizer keeps its dependants until it is removed, unless the deletion is Foreground."""
+    store = Store(now=lambda: 0.0)
+    a = store.create("configmaps", {"metadata": {"name": "a", "namespace": "ns"}})
+    b = store.create("configmaps", {"metadata": {"name": "b", "namespace": "ns"}})
+    _owned(store, "both", a, b)
+    _owned(store, "only-a", a)
+    store.delete("configmaps", "ns", "a")
+    assert store.try_get("configmaps", "ns", "only-a") is None
+    assert [r["name"] for r in store.get("configmaps", "ns", "both")["metadata"]["ownerReferences"]] == ["b"]
+    store.delete("configmaps", "ns", "b", propagation="Orphan")
+    assert "ownerReferences" not in store.get("configmaps", "ns", "both")["metadata"]
+    held = store.create("configmaps",
+                        {"metadata": {"name": "held", "namespace": "ns", "finalizers": ["x/y"]}})
+    _owned(store, "kept", held)
+    store.delete("configmaps", "ns", "held")
+    assert store.try_get("configmaps", "ns", "kept") is not None  # the owner still exists
+    store.mutate("configmaps", "ns", "held", lambda o: o["metadata"].pop("finalizers"))
+    assert store.try_get("configmaps", "ns", "held") is None
+    assert store.try_get("configmaps", "ns", "kept") is None
+    fg = store.create("configmaps", {"metadata": {"name": "fg", "namespace": "ns", "finalizers": ["x/y"]}})
+    _owned(store, "first", fg)
+    store.delete("configmaps", "ns", "fg", propagation="Foreground")
+    assert store.try_get("configmaps", "ns", "first") is None and store.try_get("configmaps", "ns", "fg")
