@@ -300,11 +300,13 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
 
 
 def revert_release(repo_url: str, commit: str, pin: str, message: str) -> str:
-    """Revert ``commit`` on main and push, if it is the release's pin (it changed only ``pin``);
-    returns the revert commit, or "" when ``commit`` was something else (nothing reverted)."""
+    """Revert ``commit`` on main and push, if it is the release's pin (it changed only ``pin``, and
+    the environment's aggregate when that pin first released the model there); returns the revert
+    commit, or "" when ``commit`` was something else (nothing reverted)."""
+    aggregate = f"{pin.rsplit('/', 2)[0]}/kustomization.yaml"
     with gitwork.checkout(repo_url) as work:
         touched = gitwork.git("show", "--format=", "--name-only", commit, cwd=work).split()
-        if touched != [pin]:
+        if pin not in touched or not set(touched) <= {pin, aggregate}:
             log("rollout", f"git: {commit[:12]} is not the pin of {pin} alone; nothing reverted")
             return ""
         gitwork.git("revert", "--no-edit", commit, cwd=work)

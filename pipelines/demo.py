@@ -32,12 +32,12 @@ from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import parse_yaml_documents
 from lwsflow.pipelines.local_run import (
     ANSI,
-    BROKEN_MARK,
     LocalStack,
     PipelineRun,
     commit_engine_context,
     run_deploy_model,
 )
+from lwsflow.sim.config import IMAGE_PROFILE_LABEL
 
 # Wide enough for the summary table when the output is a log file rather than a terminal.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
@@ -167,9 +167,10 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool,
     dev_path = f"overlays/dev/{model}/kustomization.yaml"
     dev_before = _main_file(stack, dev_path)
     commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
-    console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; the embedded cluster never sees "
-                  f"images from */lwsflow/*{BROKEN_MARK} become ready (an engine that hangs while loading)")
-    run = _deploy(stack, out, model, f"{model}{BROKEN_MARK}:v2", BAD_CONTEXT, "bad-release",
+    console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; its image carries the label "
+                  f"{IMAGE_PROFILE_LABEL}={{\"ready\": false}}, which the embedded cluster reads through the "
+                  "registry by digest: its pods never become ready (an engine that hangs while loading)")
+    run = _deploy(stack, out, model, f"{model}:v2", BAD_CONTEXT, "bad-release",
                   show_failure=False)  # _verdict says how it ended, in one line
     res = _result(run)
     roll = run.reports.get("rollout", {})

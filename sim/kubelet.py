@@ -183,6 +183,7 @@ class Kubelet:
             },
         )
         images = _images(pod)
+        self.c.learn_images(images)
         cfg, pool = self.c.config, self.c.pool_of(node)
         bw = (pool.pull_gbps if pool and pool.pull_gbps else None) or cfg.timings.pull_gbps
         cached = self.image_cache.setdefault(node, set())

@@ -61,6 +61,9 @@ def build_overlays(
         print(json.dumps([r.summary() for r in results], indent=2))
         return
     for r in results:
+        if r.held:
+            print(f"not released {r.path}: {r.held}")
+            continue
         kinds = ", ".join(f"{o.get('kind')}/{o.get('metadata', {}).get('name')}" for o in r.objects)
         print(f"ok {r.path}: {kinds}; images {', '.join(r.images) or '-'}")
 
