@@ -136,7 +136,7 @@ def _reports(folder: Path) -> dict[str, Any]:
 
 def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path, pipeline_root: Path,
                      kubeconfig: str = "", stages: str = "", image_context: str = ENGINE_CONTEXT,
-                     source_env: str = "dev", target_env: str = "staging",
+                     source_env: str = "", target_env: str = "",
                      catalog: str = "catalog.yaml") -> PipelineRun:
     """Execute the kfp pipeline ``deploy-model`` locally; a failed task is reported, not raised."""
     from kfp import local

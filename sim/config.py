@@ -71,7 +71,7 @@ class Timings(_Model):
     crash_after_s: float = Field(default=60.0, ge=0)  # a crashing release dies this long after start
 
 
-DIGEST_KEY = r"^sha256:[0-9a-f]{64}\Z"
+DIGEST_KEY = r"^sha256:[0-9a-f]{64}$"  # pydantic (Rust) regex: $ is the very end
 IMAGE_PROFILE_LABEL = "io.lwsflow.sim.profile"  # an image label holding an ImageProfile as JSON
 
 
