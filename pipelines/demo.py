@@ -162,13 +162,13 @@ def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]
     return f"{meta.get('namespace')}/{meta['name']}", sorted(set(container_images(live)))
 
 
-def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source: str,
-                 target: str) -> tuple[bool, dict[str, Any], PipelineRun]:
+def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: str,
+                 target_env: str) -> tuple[bool, dict[str, Any], PipelineRun]:
     """Release a never-ready image for ``good.model``; True when the gate and rollback held."""
     model = good.model
-    target_path = f"overlays/{target or source}/{model}/kustomization.yaml"
+    target_path = f"overlays/{target_env or source_env}/{model}/kustomization.yaml"
     target_before = _main_file(stack, target_path)
-    dev_path = f"overlays/{source}/{model}/kustomization.yaml"
+    dev_path = f"overlays/{source_env}/{model}/kustomization.yaml"
     dev_before = _main_file(stack, dev_path)
     commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
     console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; its image carries the label "
@@ -178,15 +178,16 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source: str,
                   show_failure=False)  # _verdict says how it ended, in one line
     res = _result(run)
     roll = run.reports.get("rollout", {})
-    manifest = out / "reports" / "bad-release" / model / f"manifest-{source}.yaml"
+    manifest = out / "reports" / "bad-release" / model / f"manifest-{source_env}.yaml"
     target, live_images = _live_image(stack, manifest) if manifest.is_file() else ("?", [])
     checks = {
         "pipeline failed at rollout": run.failed_task == "rollout",
         "rollout rolled back": roll.get("result") == "rolled-back" or bool(roll.get("rollbacks")),
         "cluster on the old revision": bool(live_images) and live_images == [good.image],
-        f"{target or 'nothing'} not promoted": _main_file(stack, target_path) == target_before,
-        f"{source} pin reverted in git": _main_file(stack, dev_path) == dev_before,
-        "smoke test and promotion skipped": not {"smoke", f"promote-{target or 'none'}"} & run.reports.keys(),
+        f"{target_env or 'nothing'} not promoted": _main_file(stack, target_path) == target_before,
+        f"{source_env} pin reverted in git": _main_file(stack, dev_path) == dev_before,
+        "smoke test and promotion skipped":
+            not {"smoke", f"promote-{target_env or 'none'}"} & run.reports.keys(),
     }
     detail = {"model": model, "target": target, "failed_task": run.failed_task,
               "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
