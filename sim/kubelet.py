@@ -3,7 +3,8 @@
 Pending -> scheduled (gang placement via ``Scheduler``) -> image pull (size / pool bandwidth; images
 are cached per node) -> container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
 -> model load (weights / storage bandwidth, a group's shard per pod) -> Ready. Release failures come
-from config patterns or pod annotations: ``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
+from image profiles by digest (``ClusterConfig.images``), config patterns or pod annotations:
+``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
 ``sim.lwsflow.io/never-ready`` (Running, never Ready); ``sim.lwsflow.io/load-seconds`` overrides
 the load time of one pod template.
 """

@@ -8,8 +8,9 @@ The rules, which the guides follow (docs/conventions.md):
   The lines up to the next command are its expected output. No lines shown: the output is not checked.
 - ``...`` alone on a line stands for any number of lines (none included); ``...`` inside a line for
   any text (digests, times, ports).
-- Each guide runs, block after block, in a fresh temporary folder holding a copy of the repository's
-  ``examples/`` and ``overlays/`` and a ``.venv`` link, with the venv's ``bin`` first on ``PATH``
+- Each guide runs, block after block, in a fresh temporary folder that stands for the repository
+  root: a copy of ``examples/`` and ``overlays/``, links to everything else (``.venv``, ``pipelines``,
+  ...) but ``.git`` and ``.lwsflow/`` (the guides' scratch folder), with the venv's ``bin`` first on ``PATH``
   (``lwsflow`` and ``kubectl`` are the venv's). Commands run in ``bash``; ``export`` and ``cd`` carry
   over to later commands, and so does ``$?``.
 - A command ending in `` &`` is a background server (``lwsflow sim serve ... &``): it is started, the
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+COPIED = ("examples", "overlays")  # guides may change these; everything else is linked, read-only by use
 COMMAND_TIMEOUT_S = 120.0
 BACKGROUND_WAIT_S = 60.0
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[\w-]*)\s*$")
@@ -125,9 +127,11 @@ class GuideRun:
     background: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for folder in ("examples", "overlays"):
-            shutil.copytree(self.repo / folder, self.workdir / folder, symlinks=True)
-        (self.workdir / ".venv").symlink_to(self.repo / ".venv")
+        for entry in sorted(self.repo.iterdir()):
+            if entry.name in COPIED:
+                shutil.copytree(entry, self.workdir / entry.name, symlinks=True)
+            elif entry.name not in (".git", ".lwsflow"):
+                (self.workdir / entry.name).symlink_to(entry)
         venv_bin = str(self.repo / ".venv" / "bin")
         self.env = {
             **os.environ,
