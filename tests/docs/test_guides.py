@@ -34,6 +34,7 @@ def test_wildcards() -> None:
     assert not matches(["digest sha256:..."], "digest sha1:abc\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("guide", RUN, ids=[g.relative_to(ROOT).as_posix() for g in RUN])
 def test_guide_runs_as_written(guide: Path) -> None:
     assert run_guide(ROOT, guide) > 0
