@@ -45,6 +45,23 @@ def render(
         print(f"{out}: up to date with {catalog}")
         return
     print(f"{out}: {len(changed)} file(s) written" if changed else f"{out}: unchanged")
+    _print_held(cat, out)
+
+
+def _print_held(cat: object, out: Path) -> None:
+    """Name the models a digests-only environment does not run yet (their aggregate holds them)."""
+    from lwsflow.components.catalog import Catalog
+    from lwsflow.components.overlays import KUSTOMIZATION, aggregate_order, listed_models, read_kustomization
+
+    assert isinstance(cat, Catalog)
+    for env in cat.environments:
+        path = out / env.name / KUSTOMIZATION
+        if path.is_file():
+            listed = set(listed_models(read_kustomization(path)))
+            held = [m for m in aggregate_order(path.read_bytes()) if m not in listed]
+            if held:
+                print(f"{env.name}: not released yet, no digest pinned: {', '.join(held)} "
+                      "(`lwsflow set-image` or `lwsflow promote` releases them)")
 
 
 @app.command("build-overlays")

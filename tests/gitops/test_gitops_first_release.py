@@ -19,6 +19,7 @@ from lwsflow.components.kustomize import build_model_overlay, build_overlays, ku
 from lwsflow.components.overlays import render_to
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.yamlio import dump_yaml
 from lwsflow.pipelines.cli import main
 
 TAG_SMALL = "vllm/vllm-openai:v0.11.0"
@@ -70,12 +71,19 @@ def test_first_render_writes_the_tree_and_holds_unpinned_models_out_of_prod(tmp_
     assert render_to(_new_catalog(), tree, check=True, render=stand_in_render) == []
 
 
-def test_build_overlays_cli_reports_not_released(
+def test_render_and_build_overlays_cli_report_not_released(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tree = tmp_path / "overlays"
     render_to(_new_catalog(), tree, render=stand_in_render)
     capsys.readouterr()
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(dump_yaml(_new_catalog().model_dump(mode="json", exclude_defaults=True)))
+    assert main(["render", str(catalog), "--out", str(tmp_path / "real")]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "prod: not released yet, no digest pinned: small, pd "
+        "(`lwsflow set-image` or `lwsflow promote` releases them)"
+    ]
     assert main(["build-overlays", str(tree), "--env", "prod"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"not released prod/pd: no digest pinned for {TAG_PD}",
