@@ -25,6 +25,7 @@ from lwsflow.controller.yamlio import parse_yaml_documents
 
 if TYPE_CHECKING:
     from lwsflow.components.catalog import Catalog
+    from lwsflow.sim.config import ImageProfile
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
@@ -58,7 +59,7 @@ def write_engine_context(folder: Path, release: str, broken: bool = False) -> No
     (folder / "engine.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
-def image_source(registry_host: str) -> Callable[[str], Any]:
+def image_source(registry_host: str) -> Callable[[str], ImageProfile | None]:
     """What the embedded cluster asks about an image it has not seen (``Cluster.image_sources``):
     the ImageProfile in the image's label, read through the local registry; None for other hosts or
     an image without the label."""

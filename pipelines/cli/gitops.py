@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lwsflow.pipelines.cli.app import app
+
+if TYPE_CHECKING:
+    from lwsflow.components.catalog import Catalog
 
 # Options shared by several commands below, declared once so their flags and help cannot drift apart.
 CheckOpt = Annotated[bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")]
@@ -48,12 +51,10 @@ def render(
     _print_held(cat, out)
 
 
-def _print_held(cat: object, out: Path) -> None:
+def _print_held(cat: Catalog, out: Path) -> None:
     """Name the models a digests-only environment does not run yet (their aggregate holds them)."""
-    from lwsflow.components.catalog import Catalog
     from lwsflow.components.overlays import KUSTOMIZATION, aggregate_order, listed_models, read_kustomization
 
-    assert isinstance(cat, Catalog)
     for env in cat.environments:
         path = out / env.name / KUSTOMIZATION
         if path.is_file():
