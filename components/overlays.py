@@ -29,7 +29,7 @@ gets no entry, which only non-production environments accept.
 only. A model whose image has no digest there yet (a new catalog with tag-only images) still gets
 its ``<env>/<model>/`` overlay, so ``set-image``/``promote`` can pin it, but the environment's
 aggregate ``<env>/kustomization.yaml`` leaves it out, with a comment saying why, until a pin lands
-(``held_models``/``aggregate_file``; gitops adds it back in the same commit). Argo CD syncs the
+(``held_reason``, ``aggregate_file``; gitops lists it in the same commit as the pin). Argo CD syncs the
 aggregate, so nothing tag-only reaches production, and the first render of a new catalog works.
 
 Writing is deterministic (same input, same bytes) and atomic in the sense that matters for a
