@@ -14,6 +14,10 @@ Both follow one protocol, so a failure anywhere leaves the repository as it was:
    conflict (both changed the same overlay) is aborted and reported, leaving the local commit for a
    person to look at.
 
+The first pin of a model into a digests-only environment (prod) also lists the model in that
+environment's aggregate ``<env>/kustomization.yaml``, which held it back until then (see
+``overlays``); both files change in the one commit.
+
 Promotion carries only what should travel between environments: the digest pin (``images:``
 entries with their ``newName``) and the rendered revision annotation. Namespace, replicas and
 rollout settings stay the target environment's own.
@@ -37,15 +41,19 @@ from lwsflow.components.overlays import (
     KUSTOMIZATION,
     RENDERED_REVISION,
     ImageRef,
+    aggregate_file,
+    aggregate_order,
+    base_image_refs,
     existing_pins,
+    held_reason,
+    listed_models,
     read_kustomization,
     safe_path,
     set_pins,
 )
 from lwsflow.components.proc import GIT_TIMEOUT_S, run_bounded
-from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput, OperationFailed
-from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.controller.yamlio import dump_yaml
 
 MAX_PUSH_ATTEMPTS = 8
 
@@ -131,13 +139,7 @@ def _overlay(tree: Path, env: str, model: str) -> tuple[Path, dict[str, Any]]:
 
 
 def _base_image_names(tree: Path, model: str) -> list[str]:
-    names: set[str] = set()
-    for f in sorted(safe_path(tree, f"base/{model}").glob("*.yaml")):
-        if f.name != KUSTOMIZATION:
-            for obj in load_yaml_documents(f):
-                if isinstance(obj, dict):
-                    names.update(ImageRef.parse(r).name for r in container_images(obj))
-    return sorted(names)
+    return sorted({ImageRef.parse(r).name for r in base_image_refs(tree, model)})
 
 
 def _validate_in_scratch(tree: Path, env: str, model: str, doc: dict[str, Any]) -> None:
@@ -150,6 +152,23 @@ def _validate_in_scratch(tree: Path, env: str, model: str, doc: dict[str, Any]) 
         build_model_overlay(scratch, env, model)
 
 
+def _aggregate_after(tree: Path, env: str, model: str, new: dict[str, Any]) -> bytes | None:
+    """``<env>/kustomization.yaml`` once ``model``'s overlay is ``new``: None when it stays as it is
+    (the model was listed already, or still has no digest for a digests-only environment)."""
+    path = safe_path(tree, f"{env}/{KUSTOMIZATION}")
+    listed = listed_models(read_kustomization(path))
+    if model in listed or held_reason(env, base_image_refs(tree, model), new):
+        return None
+    held: dict[str, str] = {}
+    models = aggregate_order(path.read_bytes())
+    for m in models:
+        doc = new if m == model else read_kustomization(safe_path(tree, f"{env}/{m}/{KUSTOMIZATION}"))
+        reason = held_reason(env, base_image_refs(tree, m), doc)
+        if reason:
+            held[m] = reason
+    return aggregate_file(env, models if model in models else [*models, model], held)
+
+
 def _identity(root: Path) -> list[str]:
     """``-c`` options naming lwsflow as committer when git has no identity (a bare pipeline pod)."""
     if git(root, "var", "GIT_COMMITTER_IDENT", check=False).returncode == 0:
@@ -157,17 +176,19 @@ def _identity(root: Path) -> list[str]:
     return ["-c", "user.name=lwsflow", "-c", "user.email=lwsflow@localhost"]
 
 
-def _commit(root: Path, path: Path, data: bytes, message: str) -> str:
-    original = path.read_bytes()
-    write_file_atomic(path, data)
-    rel = path.relative_to(root).as_posix()
+def _commit(root: Path, files: dict[Path, bytes], message: str) -> str:
+    originals = {path: path.read_bytes() for path in files}
+    rels = [path.relative_to(root).as_posix() for path in files]
     who = _identity(root)
     try:
-        git(root, "add", "--", rel)
-        git(root, *who, "commit", "-q", "-m", message, "--", rel)
+        for path, data in files.items():
+            write_file_atomic(path, data)
+        git(root, "add", "--", *rels)
+        git(root, *who, "commit", "-q", "-m", message, "--", *rels)
     except OperationFailed:
-        write_file_atomic(path, original)  # e.g. no git identity: put the file back, leave no trace
-        git(root, "reset", "-q", "--", rel, check=False)
+        for path, original in originals.items():  # e.g. no git identity: put the files back, no trace
+            write_file_atomic(path, original)
+        git(root, "reset", "-q", "--", *rels, check=False)
         raise
     return _head(root)
 
@@ -239,7 +260,11 @@ def _apply(
     data = dump_yaml(new).encode()
     if data != path.read_bytes():
         _validate_in_scratch(tree, env, model, new)
-        sha = _commit(root, path, data, message)
+        files = {path: data}
+        aggregate = _aggregate_after(tree, env, model, new)
+        if aggregate is not None:
+            files[safe_path(tree, f"{env}/{KUSTOMIZATION}")] = aggregate
+        sha = _commit(root, files, message)
         if not push:
             return GitChange(sha, sha, model, env, digest, rel)
     elif not (push and _unpushed(root)):

@@ -50,13 +50,14 @@ def build_image(repo_url: str, context: str, image: str, report_dir: str) -> Non
                                           report_dir=report_dir))
 
 
-@script(name="render", image=LWSFLOW_IMAGE, retry_strategy=RETRY, outputs=outputs("commit", "branch"),
-        env=secret_env(GIT_SECRET))
-def render(repo_url: str, catalog: str, model: str, env: str, image: str, report_dir: str) -> None:
+@script(name="render", image=LWSFLOW_IMAGE, retry_strategy=RETRY,
+        outputs=outputs("commit", "branch", "env", "target"), env=secret_env(GIT_SECRET))
+def render(repo_url: str, catalog: str, model: str, env: str, target: str, image: str,
+           report_dir: str) -> None:
     from lwsflow.components import steps
 
-    steps.write_outputs(steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, image=image,
-                                     report_dir=report_dir))
+    steps.write_outputs(steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, target=target,
+                                     image=image, report_dir=report_dir))
 
 
 @script(name="build-overlays", image=LWSFLOW_IMAGE, retry_strategy=RETRY,

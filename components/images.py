@@ -120,6 +120,30 @@ def manifest_digest(ref: ImageRef, timeout: float = 10.0) -> str:
     return digest
 
 
+def image_labels(reference: str, timeout: float = 10.0) -> dict[str, str]:
+    """The labels of a pushed image ``host/repo@sha256:...``, read through the registry API: the
+    manifest by digest, then its config blob (``config.Labels``). A single-image manifest only."""
+    host, _, rest = reference.partition("/")
+    repo, sep, digest = rest.partition("@")
+    if not sep or not DIGEST.match(digest):
+        raise InvalidInput(f"{reference!r} is not pinned by digest (host/repo@sha256:...)", field="image")
+    base = f"{registry_url(host)}/v2/{repo}"
+    try:
+        man = httpx.get(f"{base}/manifests/{digest}", headers={"Accept": _MANIFEST_TYPES}, auth=_auth(),
+                        timeout=timeout)
+        man.raise_for_status()
+        config_digest = str((man.json().get("config") or {}).get("digest", ""))
+        if not DIGEST.match(config_digest):
+            return {}  # an index (multi-arch) or an artifact: no single config to read
+        blob = httpx.get(f"{base}/blobs/{config_digest}", auth=_auth(), timeout=timeout,
+                         follow_redirects=True)
+        blob.raise_for_status()
+        labels = (blob.json().get("config") or {}).get("Labels") or {}
+    except (httpx.HTTPError, ValueError) as exc:
+        raise OperationFailed(f"registry {host}: cannot read the labels of {reference}: {exc}") from None
+    return {str(k): str(v) for k, v in labels.items()}
+
+
 def default_storage() -> Path:
     """Per-user buildah storage (vfs layers are plain folders; kept between builds as a cache)."""
     return Path(tempfile.gettempdir()) / f"lwsflow-buildah-{os.getuid()}"

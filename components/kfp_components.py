@@ -27,14 +27,16 @@ def build_image(repo_url: str, context: str, image: str, report_dir: str) -> Nam
 
 
 @dsl.component(base_image=LWSFLOW_IMAGE, install_kfp_package=False)
-def render(repo_url: str, catalog: str, model: str, env: str, image: str, report_dir: str) -> NamedTuple(
-        "RenderOutputs", [("commit", str), ("branch", str)]):
-    """Render the catalog and pin the digest for the environment on a release branch."""
+def render(repo_url: str, catalog: str, model: str, env: str, target: str, image: str,
+           report_dir: str) -> NamedTuple(
+        "RenderOutputs", [("commit", str), ("branch", str), ("env", str), ("target", str)]):
+    """Render the catalog and pin the digest for the environment on a release branch; outputs the
+    source and target environments resolved in the catalog's order."""
     from lwsflow.components import steps
 
-    out = steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, image=image,
+    out = steps.render(repo_url=repo_url, catalog=catalog, model=model, env=env, target=target, image=image,
                        report_dir=report_dir)
-    return (out.commit, out.branch)
+    return (out.commit, out.branch, out.env, out.target)
 
 
 @dsl.component(base_image=LWSFLOW_IMAGE, install_kfp_package=False)

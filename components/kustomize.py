@@ -9,7 +9,9 @@ fast path: a build costs ~0.1 s of process start), attributes every object to it
 ``<env>/<model>`` overlay through the ``lwsflow.io/model`` label, validates each LeaderWorkerSet and
 DisaggregatedSet (CRD schema plus webhook rules) and, for production environments, checks every
 container image is pinned by digest. When an aggregate fails to build, the model overlays are built
-one by one so the error names the overlay that is broken.
+one by one so the error names the overlay that is broken. A model overlay the aggregate does not
+list (a production environment with no digest pinned for it yet, see ``overlays``) is reported as
+not released, with the reason, instead of being built.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from lwsflow.components.overlays import (
     KUSTOMIZATION,
     RESERVED_DIRS,
     ImageRef,
+    base_image_refs,
+    held_reason,
+    listed_models,
+    read_kustomization,
     requires_digest,
 )
 from lwsflow.components.proc import run_bounded
@@ -74,14 +80,19 @@ class OverlayBuild:
     objects: list[dict[str, Any]] = field(default_factory=list)
     images: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    held: str = ""  # why the environment does not run this overlay yet ("" = released)
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "overlay": self.path,
             "files": self.files,
             "objects": [f"{o.get('kind')}/{o.get('metadata', {}).get('name')}" for o in self.objects],
             "images": self.images,
+            "released": not self.held,
         }
+        if self.held:
+            out["reason"] = self.held
+        return out
 
 
 def environments(tree: Path) -> list[str]:
@@ -153,11 +164,19 @@ def build_environment(tree: Path, env: str) -> list[OverlayBuild]:
             build_model_overlay(tree, env, model)
         raise
     builds: dict[str, OverlayBuild] = {m: OverlayBuild(env, m, f"{env}/{m}") for m in env_models(tree, env)}
+    listed = set(listed_models(read_kustomization(tree / env / KUSTOMIZATION)))
+    for m, b in builds.items():
+        if m not in listed:
+            b.files = overlay_files(tree, env, m)
+            doc = read_kustomization(tree / env / m / KUSTOMIZATION)
+            b.held = held_reason(env, base_image_refs(tree, m), doc) or f"not listed in {env}/{KUSTOMIZATION}"
     for obj in objs:
         model = _model_of(obj)
         b = builds.setdefault(model, OverlayBuild(env, model, f"{env}/{model or '?'}"))
         b.objects.append(obj)
     for b in builds.values():
+        if b.held:
+            continue
         b.images = sorted({i for o in b.objects for i in container_images(o)})
         b.files = overlay_files(tree, env, b.model)
         check_objects(b)

@@ -23,8 +23,14 @@ image's pin into ``<env>/<model>/kustomization.yaml`` as an ``images:`` entry
 still the base image, so re-rendering never undoes a promotion. Without one, a catalog image written
 ``name[:tag]@sha256:...`` becomes the ``images:`` entry and is re-derived on every render (a digest
 bump in the catalog reaches every environment nobody pinned explicitly); a tag-only catalog image
-gets no entry, which only non-production environments accept: an environment named ``prod``,
-``production`` or ``prod-*`` refuses it.
+gets no entry, which only non-production environments accept.
+
+**Not released yet.** An environment named ``prod``, ``production`` or ``prod-*`` runs digests
+only. A model whose image has no digest there yet (a new catalog with tag-only images) still gets
+its ``<env>/<model>/`` overlay, so ``set-image``/``promote`` can pin it, but the environment's
+aggregate ``<env>/kustomization.yaml`` leaves it out, with a comment saying why, until a pin lands
+(``held_reason``, ``aggregate_file``; gitops lists it in the same commit as the pin). Argo CD syncs the
+aggregate, so nothing tag-only reaches production, and the first render of a new catalog works.
 
 Writing is deterministic (same input, same bytes) and atomic in the sense that matters for a
 GitOps tree: every file is computed before the first write, so an error leaves the folder as it
@@ -243,10 +249,8 @@ def set_pins(doc: dict[str, Any], pins: list[dict[str, str]], origin: str) -> di
     return out
 
 
-def image_entries(
-    base_objs: list[dict[str, Any]], pins: dict[str, dict[str, str]], env: str, where: str
-) -> list[dict[str, str]]:
-    """The ``images:`` of an overlay: kept pins, catalog digests, and the prod refusal of bare tags."""
+def image_entries(base_objs: list[dict[str, Any]], pins: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    """The ``images:`` of an overlay: kept pins, then catalog digests (a bare tag gets no entry)."""
     refs = sorted({r for o in base_objs for r in container_images(o)})
     entries: dict[str, dict[str, str]] = {}
     for ref in refs:
@@ -255,14 +259,61 @@ def image_entries(
             entries[img.name] = pins[img.name]
         elif img.digest and DIGEST.match(img.digest):
             entries[img.name] = {"name": img.name, "digest": img.digest}
-        elif requires_digest(env):
-            raise InvalidInput(
-                f"image {ref} is not pinned by digest; {env} runs digests only "
-                f"(run `lwsflow set-image`/`promote`, or write name@sha256:... in the catalog)",
-                field="images",
-                source=where,
-            )
     return [entries[n] for n in sorted(entries)]
+
+
+def unpinned(refs: Iterable[str], kustomization: dict[str, Any] | None) -> list[str]:
+    """The base image references an overlay leaves without a digest (no pin, no catalog digest)."""
+    pins = existing_pins(kustomization)
+    out = []
+    for ref in sorted(set(refs)):
+        img = ImageRef.parse(ref)
+        if img.name not in pins and not (img.digest and DIGEST.match(img.digest)):
+            out.append(ref)
+    return out
+
+
+def held_reason(env: str, refs: Iterable[str], kustomization: dict[str, Any] | None) -> str | None:
+    """Why ``env`` cannot run an overlay yet (a digests-only environment and a bare tag), else None."""
+    bare = unpinned(refs, kustomization) if requires_digest(env) else []
+    return f"no digest pinned for {', '.join(bare)}" if bare else None
+
+
+def aggregate_file(env: str, models: list[str], held: dict[str, str]) -> bytes:
+    """``<env>/kustomization.yaml``: every model in order; a held one as a comment saying why."""
+    head = _yaml({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization"}).decode()
+    lines = ["resources:" if any(m not in held for m in models) else "resources: []"]
+    for m in models:
+        if m in held:
+            lines.append(f"# - {m} (not released in {env}: {held[m]}; `lwsflow set-image` or "
+                         "`lwsflow promote` pins it and lists it here)")
+        else:
+            lines.append(f"- {m}")
+    return (head + "\n".join(lines) + "\n").encode()
+
+
+_AGGREGATE_ENTRY = re.compile(r"^(?:# )?- ([a-z0-9][-a-z0-9.]*)(?: \(|$)")
+
+
+def aggregate_order(data: bytes) -> list[str]:
+    """The models an ``aggregate_file`` names, listed or held, in its order."""
+    return [m.group(1) for ln in data.decode().splitlines() if (m := _AGGREGATE_ENTRY.match(ln))]
+
+
+def listed_models(aggregate: dict[str, Any] | None) -> list[str]:
+    """The model folders an environment's aggregate kustomization lists."""
+    return [str(r) for r in (aggregate or {}).get("resources") or [] if isinstance(r, str)]
+
+
+def base_image_refs(tree: Path, model: str) -> list[str]:
+    """The container images of ``base/<model>``'s rendered objects, as written in the base."""
+    refs: set[str] = set()
+    for f in sorted(safe_path(tree, f"base/{model}").glob("*.yaml")):
+        if f.name != KUSTOMIZATION:
+            for obj in parse_yaml_documents(f.read_bytes(), source=str(f)):
+                if isinstance(obj, dict):
+                    refs.update(container_images(obj))
+    return sorted(refs)
 
 
 def _revision(files: dict[str, bytes]) -> str:
@@ -343,7 +394,7 @@ def _env_overlay(
     }
     if replicas:
         doc["replicas"] = replicas
-    images = image_entries(base_objs, kept_pins(current), env, where)
+    images = image_entries(base_objs, kept_pins(current))
     if images:
         doc["images"] = images
     if patches:
@@ -368,6 +419,7 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         )
     files: dict[str, bytes] = {}
     env_models: dict[str, list[str]] = {e: [] for e in envs}
+    held: dict[str, dict[str, str]] = {e: {} for e in envs}
     for m in catalog.models:
         base_objs = render(catalog, m.name)
         base = _base_files(m.name, base_objs)
@@ -380,10 +432,11 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
             files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _yaml(doc)
             files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = _yaml(REPLICAS_CONFIG)
             env_models[env].append(m.name)
+            reason = held_reason(env, (r for o in base_objs for r in container_images(o)), doc)
+            if reason:
+                held[env][m.name] = reason
     for env, models in env_models.items():
-        files[f"{env}/{KUSTOMIZATION}"] = _yaml(
-            {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": models}
-        )
+        files[f"{env}/{KUSTOMIZATION}"] = aggregate_file(env, models, held[env])
     return files
 
 

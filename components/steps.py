@@ -5,8 +5,12 @@ CLI in ``pipelines``, which sits above this package). The kfp components and her
 exactly these functions, so what runs locally is what runs in a cluster. Steps share nothing but the
 GitOps repository (``repo_url``) and the cluster, as pods in a real pipeline do:
 
-    build_image ─▶ render (release branch) ─▶ build_overlays ─▶ promote (release → main = dev)
-        ─▶ rollout (what main says for dev) ─▶ smoke_test ─▶ promote (dev → staging)
+    build_image ─▶ render (release branch) ─▶ build_overlays ─▶ promote (release → main = source)
+        ─▶ rollout (what main says for source) ─▶ smoke_test ─▶ promote (source → target)
+
+The environments follow the catalog's own order: ``source`` defaults to its first environment and
+``target`` to the one after ``source`` (none when ``source`` is the last: the release promotes
+nowhere and says so). ``render`` resolves them and hands them on as outputs.
 
 Every step logs what it does on stderr and writes its report as JSON under ``report_dir`` when given.
 """
@@ -86,11 +90,32 @@ class RenderOutput:
     commit: str  # the release commit (on the release branch), not yet on main
     branch: str
     changed: bool
+    env: str = ""  # the environment the release is pinned in and rolled out to (source)
+    target: str = ""  # where it is promoted once every gate passed ("": nowhere, the catalog's last)
 
 
-def render(repo_url: str, catalog: str, model: str, env: str, image: str,
+def promotion(environments: list[str], source: str = "", target: str = "") -> tuple[str, str]:
+    """``(source, target)`` in the catalog's environment order: source defaults to the first
+    environment, target to the one after source ("" when source is the last)."""
+    known = ", ".join(environments)
+    source = source or environments[0]
+    if source not in environments:
+        raise InvalidInput(f"unknown environment {source!r} (the catalog's order: {known})",
+                           field="source_env")
+    after = environments[environments.index(source) + 1:]
+    if not target:
+        return source, after[0] if after else ""
+    if target not in after:
+        raise InvalidInput(f"{target!r} does not come after {source!r} in the catalog's environment order "
+                           f"({known})", field="target_env")
+    return source, target
+
+
+def render(repo_url: str, catalog: str, model: str, env: str, image: str, target: str = "",
            report_dir: str = "") -> RenderOutput:
-    """Render the catalog into the overlay tree; pin ``image`` (``repo@sha256:...``) for ``model`` in ``env``.
+    """Render the catalog into the overlay tree; pin ``image`` (``repo@sha256:...``) for ``model`` in
+    ``env`` (empty: the catalog's first environment); resolve the promotion ``target`` (see
+    ``promotion``).
 
     The result is pushed to ``lwsflow/release-<model>`` so that validation can run before main moves.
     """
@@ -104,15 +129,19 @@ def render(repo_url: str, catalog: str, model: str, env: str, image: str,
     branch = f"{RELEASE_BRANCH_PREFIX}{model}"
     with gitwork.checkout(repo_url) as work:
         cat = _in_repo(work, catalog)
-        log("render", f"rendering {cat.name} into {OVERLAYS}/")
-        changed = render_to(load_catalog(cat), work / OVERLAYS)
+        loaded = load_catalog(cat)
+        env, target = promotion([e.name for e in loaded.environments], env, target)
+        log("render", f"rendering {cat.name} into {OVERLAYS}/; environments in order "
+            f"{' -> '.join(e.name for e in loaded.environments)}: release to {env}, then "
+            f"{f'promote to {target}' if target else 'promote nowhere (the last environment)'}")
+        changed = render_to(loaded, work / OVERLAYS)
         rendered = gitwork.commit_all(work, f"render {cat.name}: {len(changed)} file(s)")
         log("render", f"{len(changed)} file(s) changed; pinning {model} in {env} to {image}")
         gitops.set_image(model, env, digest, repo=work, overlays=OVERLAYS, image=repository)
         sha = gitwork.head(work)
         gitwork.push(work, f"HEAD:refs/heads/{branch}", force=True)  # the branch is this run's scratch
     log("render", f"release commit {sha[:12]} on {branch}")
-    out = RenderOutput(commit=sha, branch=branch, changed=rendered)
+    out = RenderOutput(commit=sha, branch=branch, changed=rendered, env=env, target=target)
     _write_report(report_dir, "render", asdict(out))
     return out
 
@@ -170,7 +199,16 @@ def promote(repo_url: str, model: str, target: str, source: str = "", commit: st
     ``source`` empty: ``commit`` is a validated release commit that pins ``target`` (from render); main
     fast-forwards to it (a non-fast-forward push is refused by git, never forced). Otherwise copy the
     ``source`` environment's pin to ``target`` with ``lwsflow promote --push`` (rebases on a race).
+    ``target`` empty: ``source`` is the catalog's last environment; nothing is promoted, and it says so.
     """
+    if source and not target:
+        with gitwork.checkout(repo_url) as work:
+            sha = gitwork.head(work)
+        log("promote", f"{model}: {source} is the catalog's last environment; nothing to promote to")
+        out = PromoteOutput(commit=sha, target="")
+        _write_report(report_dir, "promote-none", {**asdict(out), "source": source,
+                                                   "reason": f"{source} is the last environment"})
+        return out
     if not source:
         if not commit:
             raise InvalidInput("promote without a source environment needs the release commit",
@@ -300,11 +338,13 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
 
 
 def revert_release(repo_url: str, commit: str, pin: str, message: str) -> str:
-    """Revert ``commit`` on main and push, if it is the release's pin (it changed only ``pin``);
-    returns the revert commit, or "" when ``commit`` was something else (nothing reverted)."""
+    """Revert ``commit`` on main and push, if it is the release's pin (it changed only ``pin``, and
+    the environment's aggregate when that pin first released the model there); returns the revert
+    commit, or "" when ``commit`` was something else (nothing reverted)."""
+    aggregate = f"{pin.rsplit('/', 2)[0]}/kustomization.yaml"
     with gitwork.checkout(repo_url) as work:
         touched = gitwork.git("show", "--format=", "--name-only", commit, cwd=work).split()
-        if touched != [pin]:
+        if pin not in touched or not set(touched) <= {pin, aggregate}:
             log("rollout", f"git: {commit[:12]} is not the pin of {pin} alone; nothing reverted")
             return ""
         gitwork.git("revert", "--no-edit", commit, cwd=work)

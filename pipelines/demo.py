@@ -4,11 +4,12 @@
    GPU pools and stand-in engines behind an HTTPS Kubernetes API on 127.0.0.1, a ``docker-registry``
    and a bare GitOps repository holding the catalog, the engine build context and the overlays.
 2. For each model, run the real ``deploy-model`` pipeline through the kfp local runner: build and push
-   the image, render + pin, build overlays, promote to dev, staged rollout, smoke test, promote to
-   staging. Print a summary table and draw the rollouts' timeline.
+   the image, render + pin, build overlays, promote to the catalog's first environment, staged
+   rollout, smoke test, promote to the next environment (the catalog's own order). Print a summary
+   table and draw the rollouts' timeline.
 3. Release a bad image (one the cluster never sees become ready) for one model: the rollout gate
-   stops it and rolls back; the demo checks the cluster is still on the good revision and staging was
-   not promoted.
+   stops it and rolls back; the demo checks the cluster is still on the good revision and the next
+   environment was not promoted.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import parse_yaml_documents
 from lwsflow.pipelines.local_run import (
     ANSI,
-    BROKEN_MARK,
     LocalStack,
     PipelineRun,
     commit_engine_context,
     run_deploy_model,
 )
+from lwsflow.sim.config import IMAGE_PROFILE_LABEL
 
 # Wide enough for the summary table when the output is a log file rather than a terminal.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
@@ -53,7 +54,7 @@ class ModelResult:
     ok: bool
     image: str = ""
     digest: str = ""
-    commit: str = ""  # the staging promotion on main (or the dev one if it stopped earlier)
+    commit: str = ""  # the target promotion on main (or the source one if it stopped earlier)
     stages: str = ""
     smoke: str = ""
     makespan_s: float = 0.0
@@ -67,7 +68,9 @@ def _result(run: PipelineRun) -> ModelResult:
     passed_stages = len({s["index"] for s in roll.get("stages", []) if s.get("result") == "passed"})
     checks = [c for c in smoke.get("checks", []) if not c.get("skipped")]
     ok_checks = sum(1 for c in checks if c.get("passed"))
-    commit = (r.get("promote-staging") or r.get("promote-dev") or {}).get("commit", "")
+    envs = r.get("render", {})  # the source and target environments the pipeline resolved
+    commit = (r.get(f"promote-{envs.get('target') or 'none'}") or r.get(f"promote-{envs.get('env')}")
+              or {}).get("commit", "")
     started, ended = roll.get("started"), roll.get("ended")
     return ModelResult(
         model=run.model, ok=run.succeeded, image=r.get("build-image", {}).get("reference", ""),
@@ -159,29 +162,32 @@ def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]
     return f"{meta.get('namespace')}/{meta['name']}", sorted(set(container_images(live)))
 
 
-def _bad_release(stack: LocalStack, out: Path, good: ModelResult) -> tuple[bool, dict[str, Any], PipelineRun]:
+def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: str,
+                 target_env: str) -> tuple[bool, dict[str, Any], PipelineRun]:
     """Release a never-ready image for ``good.model``; True when the gate and rollback held."""
     model = good.model
-    staging_path = f"overlays/staging/{model}/kustomization.yaml"
-    staging_before = _main_file(stack, staging_path)
-    dev_path = f"overlays/dev/{model}/kustomization.yaml"
+    target_path = f"overlays/{target_env or source_env}/{model}/kustomization.yaml"
+    target_before = _main_file(stack, target_path)
+    dev_path = f"overlays/{source_env}/{model}/kustomization.yaml"
     dev_before = _main_file(stack, dev_path)
     commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
-    console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; the embedded cluster never sees "
-                  f"images from */lwsflow/*{BROKEN_MARK} become ready (an engine that hangs while loading)")
-    run = _deploy(stack, out, model, f"{model}{BROKEN_MARK}:v2", BAD_CONTEXT, "bad-release",
+    console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; its image carries the label "
+                  f"{IMAGE_PROFILE_LABEL}={{\"ready\": false}}, which the embedded cluster reads through the "
+                  "registry by digest: its pods never become ready (an engine that hangs while loading)")
+    run = _deploy(stack, out, model, f"{model}:v2", BAD_CONTEXT, "bad-release",
                   show_failure=False)  # _verdict says how it ended, in one line
     res = _result(run)
     roll = run.reports.get("rollout", {})
-    manifest = out / "reports" / "bad-release" / model / "manifest-dev.yaml"
+    manifest = out / "reports" / "bad-release" / model / f"manifest-{source_env}.yaml"
     target, live_images = _live_image(stack, manifest) if manifest.is_file() else ("?", [])
     checks = {
         "pipeline failed at rollout": run.failed_task == "rollout",
         "rollout rolled back": roll.get("result") == "rolled-back" or bool(roll.get("rollbacks")),
         "cluster on the old revision": bool(live_images) and live_images == [good.image],
-        "staging not promoted": _main_file(stack, staging_path) == staging_before,
-        "dev pin reverted in git": _main_file(stack, dev_path) == dev_before,
-        "smoke test and promotion skipped": not {"smoke", "promote-staging"} & run.reports.keys(),
+        f"{target_env or 'nothing'} not promoted": _main_file(stack, target_path) == target_before,
+        f"{source_env} pin reverted in git": _main_file(stack, dev_path) == dev_before,
+        "smoke test and promotion skipped":
+            not {"smoke", f"promote-{target_env or 'none'}"} & run.reports.keys(),
     }
     detail = {"model": model, "target": target, "failed_task": run.failed_task,
               "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
@@ -243,21 +249,26 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
                       f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
+        envs = [e.name for e in cat.environments]
+        source, target = envs[0], (envs[1] if len(envs) > 1 else "")
+        console.print(f"environments in the catalog's order: {' → '.join(envs)}; releases go to {source}, "
+                      + (f"then promote to {target}" if target else
+                         f"and promote nowhere ({source} is the catalog's only environment)"))
         if seed:
-            took = seed_cluster(stack, "dev", chosen)
-            console.print(f"dev runs the currently pinned release of {len(chosen)} model(s) "
+            took = seed_cluster(stack, source, chosen)
+            console.print(f"{source} runs the currently pinned release of {len(chosen)} model(s) "
                           f"(ready after {took / 60:.1f} min of cluster time); now releasing new images")
         runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
         results = [_result(r) for r in runs]
-        console.print(_table(results, "deploy-model: build → render → build-overlays → promote dev → rollout "
-                                      "→ smoke → promote staging"))
+        console.print(_table(results, f"deploy-model: build → render → build-overlays → promote {source} → "
+                                      f"rollout → smoke → promote {target or 'nowhere'}"))
         summary: dict[str, Any] = {"models": [asdict(x) for x in results]}
         code = 0 if all(x.ok for x in results) else 1
         good = next((x for x in results if x.ok), None)
         drawn = {r.model: r for r in runs}
         if bad_release and good is not None:
             console.rule("[bold]a bad release")
-            caught, detail, bad = _bad_release(stack, out, good)
+            caught, detail, bad = _bad_release(stack, out, good, source, target)
             summary["bad_release"] = detail
             drawn[f"{good.model} (bad release)"] = bad
             code = code or (0 if caught else 1)

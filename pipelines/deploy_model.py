@@ -3,6 +3,10 @@
     build-image ─▶ render ─▶ build-overlays ─▶ promote (source env) ─▶ rollout ─▶ smoke-test
         ─▶ promote (source → target env), only when every gate passed
 
+``source_env`` and ``target_env`` default to the catalog's own environment order: its first
+environment, then the next one (a catalog with one environment promotes nowhere, and says so).
+The render step resolves them; every later step takes them from its outputs.
+
 Both definitions are the same DAG over the same step functions (:mod:`lwsflow.components.steps`). Secrets (git
 credentials, registry credentials, the endpoints' API token) reach steps as environment variables
 from Kubernetes Secrets, never as parameters. The smoke test runs in the GPU node pool: its node
@@ -48,35 +52,37 @@ def kfp_pipeline(placement: StepPlacement = DEFAULT_PLACEMENT) -> Any:
         image: str,
         catalog: str = "catalog.yaml",
         image_context: str = "images/engine",
-        source_env: str = "dev",
-        target_env: str = "staging",
+        source_env: str = "",
+        target_env: str = "",
         stages: str = "",
         kubeconfig: str = "",
         report_dir: str = "",
     ) -> None:
         """Parameters: what to deploy (model, catalog, image context, image push target), where (repo URL,
-        environments, kubeconfig: empty in a cluster, the pod's service account), how (rollout stages;
-        empty: the stages the catalog renders for the environment)."""
+        environments: empty source_env is the catalog's first environment, empty target_env the one
+        after source_env in the catalog's order; kubeconfig: empty in a cluster, the pod's service
+        account), how (rollout stages; empty: the stages the catalog renders for the environment)."""
         build = kc.build_image(repo_url=repo_url, context=image_context, image=image, report_dir=report_dir)
         build.set_display_name("build-image").set_retry(num_retries=2, backoff_duration="10s")
         _secrets(build, ht.GIT_SECRET, ht.REGISTRY_SECRET)
 
         rendered = kc.render(repo_url=repo_url, catalog=catalog, model=model, env=source_env,
-                             image=build.outputs["image"], report_dir=report_dir)
+                             target=target_env, image=build.outputs["image"], report_dir=report_dir)
         rendered.set_display_name("render").set_retry(num_retries=2, backoff_duration="10s")
         _secrets(rendered, ht.GIT_SECRET)
 
-        checked = kc.build_overlays(repo_url=repo_url, commit=rendered.outputs["commit"], env=source_env,
+        source = rendered.outputs["env"]
+        checked = kc.build_overlays(repo_url=repo_url, commit=rendered.outputs["commit"], env=source,
                                     model=model, report_dir=report_dir)
         checked.set_display_name("build-overlays").set_retry(num_retries=2, backoff_duration="10s")
         _secrets(checked, ht.GIT_SECRET)
 
-        to_source = kc.promote(repo_url=repo_url, model=model, target=source_env, source="",
+        to_source = kc.promote(repo_url=repo_url, model=model, target=source, source="",
                                commit=rendered.outputs["commit"], report_dir=report_dir)
         to_source.set_display_name("promote-source").after(checked)
         _secrets(to_source, ht.GIT_SECRET)
 
-        rolled = kc.rollout(repo_url=repo_url, commit=to_source.outputs["commit"], env=source_env,
+        rolled = kc.rollout(repo_url=repo_url, commit=to_source.outputs["commit"], env=source,
                             model=model, stages=stages, kubeconfig=kubeconfig, report_dir=report_dir)
         rolled.set_display_name("rollout")
         _secrets(rolled, ht.GIT_SECRET)
@@ -88,8 +94,8 @@ def kfp_pipeline(placement: StepPlacement = DEFAULT_PLACEMENT) -> Any:
         _place(smoke, placement)
 
         with dsl.If(smoke.output == True, name="all-gates-passed"):  # noqa: E712 (a kfp expression)
-            to_target = kc.promote(repo_url=repo_url, model=model, target=target_env, source=source_env,
-                                   commit="", report_dir=report_dir)
+            to_target = kc.promote(repo_url=repo_url, model=model, target=rendered.outputs["target"],
+                                   source=source, commit="", report_dir=report_dir)
             to_target.set_display_name("promote-target")
             _secrets(to_target, ht.GIT_SECRET)
 
@@ -105,7 +111,7 @@ deploy_model = kfp_pipeline()  # the default placement: what pipelines/dist hold
 # -- Argo Workflows (hera) -------------------------------------------------------------------------------
 ARGO_PARAMETERS: dict[str, str | None] = {
     "model": None, "repo_url": None, "image": None, "catalog": "catalog.yaml",
-    "image_context": "images/engine", "source_env": "dev", "target_env": "staging",
+    "image_context": "images/engine", "source_env": "", "target_env": "",
     "stages": "", "kubeconfig": "", "report_dir": "",
 }
 
@@ -135,24 +141,25 @@ def argo_workflow_template(placement: StepPlacement = DEFAULT_PLACEMENT) -> Any:
                 "report_dir": _p("report_dir")})
             render = ht.render(name="render", arguments={
                 "repo_url": _p("repo_url"), "catalog": _p("catalog"), "model": _p("model"),
-                "env": _p("source_env"), "image": _out("build-image", "image"),
+                "env": _p("source_env"), "target": _p("target_env"), "image": _out("build-image", "image"),
                 "report_dir": _p("report_dir")})
+            source = _out("render", "env")
             check = ht.build_overlays(name="build-overlays", arguments={
-                "repo_url": _p("repo_url"), "commit": _out("render", "commit"), "env": _p("source_env"),
+                "repo_url": _p("repo_url"), "commit": _out("render", "commit"), "env": source,
                 "model": _p("model"), "report_dir": _p("report_dir")})
             to_source = ht.promote(name="promote-source", arguments={
-                "repo_url": _p("repo_url"), "model": _p("model"), "target": _p("source_env"), "source": "",
+                "repo_url": _p("repo_url"), "model": _p("model"), "target": source, "source": "",
                 "commit": _out("render", "commit"), "report_dir": _p("report_dir")})
             rolled = ht.rollout(name="rollout", arguments={
                 "repo_url": _p("repo_url"), "commit": _out("promote-source", "commit"),
-                "env": _p("source_env"), "model": _p("model"), "stages": _p("stages"),
+                "env": source, "model": _p("model"), "stages": _p("stages"),
                 "kubeconfig": _p("kubeconfig"), "report_dir": _p("report_dir")})
             smoke = ht.smoke_test_template(placement)(name="smoke-test", arguments={
                 "target": _out("rollout", "target"), "namespace": _out("rollout", "namespace"),
                 "kubeconfig": _p("kubeconfig"), "report_dir": _p("report_dir")})
             to_target = ht.promote(name="promote-target", when=f"{_out('smoke-test', 'passed')} == true",
                                    arguments={
-                "repo_url": _p("repo_url"), "model": _p("model"), "target": _p("target_env"),
-                "source": _p("source_env"), "commit": "", "report_dir": _p("report_dir")})
+                "repo_url": _p("repo_url"), "model": _p("model"), "target": _out("render", "target"),
+                "source": source, "commit": "", "report_dir": _p("report_dir")})
             build >> render >> check >> to_source >> rolled >> smoke >> to_target
     return wt

@@ -25,15 +25,19 @@ from lwsflow.controller.yamlio import parse_yaml_documents
 
 if TYPE_CHECKING:
     from lwsflow.components.catalog import Catalog
+    from lwsflow.sim.config import ImageProfile
 
 _PLACEHOLDER = "bHdzZmxvdy1kZW1vLXBsYWNlaG9sZGVy"  # base64 "lwsflow-demo-placeholder", not a secret
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The image the demo deploys: FROM scratch (no base can be pulled offline), one engine config file.
+# Its io.lwsflow.sim.profile label tells the embedded cluster how the image behaves (a bad release
+# never becomes ready); the cluster reads it through the registry by digest (``image_source``).
 ENGINE_CONTEXT = "images/engine"
 CONTAINERFILE = """\
 FROM scratch
 COPY engine.json /etc/lwsflow/engine.json
 LABEL org.opencontainers.image.title="lwsflow stand-in engine" org.opencontainers.image.source="lwsflow"
+LABEL {label}='{profile}'
 """
 
 
@@ -47,10 +51,29 @@ class GitopsRepo:
 
 def write_engine_context(folder: Path, release: str, broken: bool = False) -> None:
     """A build context for the stand-in engine image; ``release`` changes its content (and digest)."""
+    from lwsflow.sim.config import IMAGE_PROFILE_LABEL, ImageProfile
+
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "Containerfile").write_text(CONTAINERFILE)
-    cfg = {"release": release, "engine": "stand-in", "loads": not broken}
+    profile = ImageProfile(ready=not broken).model_dump_json(exclude_defaults=True)
+    (folder / "Containerfile").write_text(CONTAINERFILE.format(label=IMAGE_PROFILE_LABEL, profile=profile))
+    cfg = {"release": release, "engine": "stand-in"}
     (folder / "engine.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def image_source(registry_host: str) -> Callable[[str], ImageProfile | None]:
+    """What the embedded cluster asks about an image it has not seen (``Cluster.image_sources``):
+    the ImageProfile in the image's label, read through the local registry; None for other hosts or
+    an image without the label."""
+    from lwsflow.components.images import image_labels
+    from lwsflow.sim.config import IMAGE_PROFILE_LABEL, ImageProfile
+
+    def profile(image: str) -> ImageProfile | None:
+        if not image.startswith(f"{registry_host}/") or "@" not in image:
+            return None
+        label = image_labels(image, timeout=5.0).get(IMAGE_PROFILE_LABEL)
+        return ImageProfile.from_label(label, source=image) if label else None
+
+    return profile
 
 
 def init_gitops_repo(root: Path, catalog: Path, release: str = "v1", *,
@@ -115,7 +138,7 @@ def _reports(folder: Path) -> dict[str, Any]:
 
 def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path, pipeline_root: Path,
                      kubeconfig: str = "", stages: str = "", image_context: str = ENGINE_CONTEXT,
-                     source_env: str = "dev", target_env: str = "staging",
+                     source_env: str = "", target_env: str = "",
                      catalog: str = "catalog.yaml") -> PipelineRun:
     """Execute the kfp pipeline ``deploy-model`` locally; a failed task is reported, not raised."""
     from kfp import local
@@ -151,8 +174,6 @@ def run_deploy_model(*, model: str, repo_url: str, image: str, report_dir: Path,
 
 
 # -- the local stack: embedded cluster + API server, registry, GitOps repo -------------------------------
-BROKEN_MARK = "-broken"  # image repositories the demo cluster treats as never becoming ready
-
 
 @dataclass
 class LocalStack:
@@ -199,7 +220,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
 
     cat = loaded if loaded is not None else load_catalog(catalog_path)
     workdir.mkdir(parents=True, exist_ok=True)
-    config = cluster_config_for(cat, never_ready=[f"*/lwsflow/*{BROKEN_MARK}@*"])
+    config = cluster_config_for(cat)
     # Realtime: start the virtual clock at wall time, so kubectl's client-side ages start sensible.
     cluster = Cluster(config, now0=time.time())
     engines = EnginePodHook()
@@ -221,8 +242,9 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     try:
         api.start()
         kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
-        cluster.start_realtime(speed)
         registry.start()
+        cluster.image_sources.append(image_source(registry.host))
+        cluster.start_realtime(speed)
         repo = init_gitops_repo(workdir, catalog_path, loaded=cat)
     except BaseException:
         _stop_all(cluster.stop, api.stop, engines.close, registry.stop)

@@ -17,14 +17,14 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import NotFound, OperationFailed
 from lwsflow.sim import kinds
 from lwsflow.sim.clock import FIXED_EPOCH, VirtualClock
-from lwsflow.sim.config import ClusterConfig, PoolConfig
+from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, image_digest
 from lwsflow.sim.ds_controller import DS, SCALER, DsController
 from lwsflow.sim.kubelet import Kubelet
 from lwsflow.sim.lws_controller import LWS, LwsController
@@ -60,6 +60,11 @@ class Cluster:
         self.clock = VirtualClock(now0)
         self.store = Store(now=self.now)
         self.pod_hooks: list[PodHook] = []
+        # Where the cluster learns what an image it has not seen does (its ImageProfile), asked once
+        # per digest and remembered in config.images: e.g. the local stack reads the image's label
+        # through the registry. Never a name pattern.
+        self.image_sources: list[Callable[[str], ImageProfile | None]] = []
+        self._asked_digests: set[str] = set()
         self.owned: dict[str, dict[str, dict[str, None]]] = {}  # owner uid -> key -> names
         self.gone_pods: dict[tuple[str, str], dict] = {}  # last state of deleted pods (for hooks)
         self.scheduler = Scheduler(self.config.scoring)
@@ -94,6 +99,23 @@ class Cluster:
             self.pod_hooks.extend(self._own_hooks)
         self.store.subscribe(self._on_event)
         self._bootstrap()
+
+    def learn_images(self, images: Iterable[str]) -> None:
+        """Fill ``config.images`` for digests seen for the first time, from ``image_sources``."""
+        for image in images:
+            digest = image_digest(image)
+            if not digest or digest in self.config.images or digest in self._asked_digests:
+                continue
+            for source in self.image_sources:
+                try:
+                    profile = source(image)
+                except Exception:  # a source that cannot answer (registry down) is asked again later
+                    break
+                if profile is not None:
+                    self.config.images[digest] = profile
+                    break
+            else:
+                self._asked_digests.add(digest)
 
     # -- time ------------------------------------------------------------------------------------------
     def now(self) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import InvalidInput
@@ -71,6 +71,43 @@ class Timings(_Model):
     crash_after_s: float = Field(default=60.0, ge=0)  # a crashing release dies this long after start
 
 
+DIGEST_KEY = r"^sha256:[0-9a-f]{64}$"  # pydantic (Rust) regex: $ is the very end
+IMAGE_PROFILE_LABEL = "io.lwsflow.sim.profile"  # an image label holding an ImageProfile as JSON
+
+
+class ImageProfile(_Model):
+    """How the cluster runs one image, keyed by its digest (``images:`` below): the build says what
+    a release does, not its name. Defaults are a healthy image; later profiles (latency) extend it."""
+
+    ready: bool = True  # False: the pods run but never become Ready (an engine hung while loading)
+    crashes: bool = False  # True: the container dies while loading, forever (a crash loop)
+    pull_fails: bool = False  # True: ErrImagePull forever
+
+    @classmethod
+    def from_label(cls, text: str, source: str = "") -> ImageProfile:
+        """The profile an image carries in its ``io.lwsflow.sim.profile`` label (JSON)."""
+        import json
+
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise InvalidInput(f"{IMAGE_PROFILE_LABEL} is not JSON", field=IMAGE_PROFILE_LABEL,
+                               source=source) from None
+        from pydantic import ValidationError
+
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise InvalidInput(err["msg"], field=f"{IMAGE_PROFILE_LABEL}.{where}", source=source) from None
+
+
+def image_digest(image: str) -> str:
+    """The ``sha256:...`` an image reference is pinned to ("" for a tag)."""
+    return image.rpartition("@")[2] if "@" in image else ""
+
+
 class ClusterConfig(_Model):
     """Pools, timings, scheduling policy and release-failure patterns of one simulated cluster."""
 
@@ -84,6 +121,10 @@ class ClusterConfig(_Model):
     never_ready_images: list[str] = Field(default_factory=list)  # fnmatch: Running, never Ready
     crashing_images: list[str] = Field(default_factory=list)  # fnmatch: crash while loading, forever
     failing_images: list[str] = Field(default_factory=list)  # fnmatch: ErrImagePull forever
+    # What a release does, by image digest: {sha256:...: {ready: false}}. Also learned at run time
+    # from the image's own label (Cluster.image_sources), so no image name needs to mean anything.
+    images: dict[Annotated[str, StringConstraints(pattern=DIGEST_KEY)], ImageProfile] = Field(
+        default_factory=dict)
     serve_engines: bool = False  # plug the stand-in engine into pod hooks (engine area)
     # Pods get addresses in 127.<pod_network>.0.0/16 (all of 127/8 is loopback), so stand-in engines
     # really listen on pod IPs. None picks a random network per cluster: two clusters in parallel test
@@ -161,11 +202,15 @@ class ClusterConfig(_Model):
                 return size
         return self.timings.image_gb if gpu else self.timings.cpu_image_gb
 
+    def image_profile(self, image: str) -> ImageProfile:
+        """The profile of ``image`` by its digest (a healthy image when none is configured)."""
+        return self.images.get(image_digest(image)) or ImageProfile()
+
     def image_crashes(self, image: str) -> bool:
-        return any(fnmatch(image, p) for p in self.crashing_images)
+        return self.image_profile(image).crashes or any(fnmatch(image, p) for p in self.crashing_images)
 
     def image_never_ready(self, image: str) -> bool:
-        return any(fnmatch(image, p) for p in self.never_ready_images)
+        return not self.image_profile(image).ready or any(fnmatch(image, p) for p in self.never_ready_images)
 
     def image_fails(self, image: str) -> bool:
-        return any(fnmatch(image, p) for p in self.failing_images)
+        return self.image_profile(image).pull_fails or any(fnmatch(image, p) for p in self.failing_images)

@@ -5,7 +5,8 @@ ConfigMap or claim waits, ``podconfig``) -> image pull (size / pool bandwidth; i
 node) -> container configuration (a missing env Secret/ConfigMap: CreateContainerConfigError) ->
 container started (phase Running, a loopback pod IP, ``pod_hooks.on_running``)
 -> model load (weights / storage bandwidth, a group's shard per pod) -> Ready. Release failures come
-from config patterns or pod annotations: ``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
+from image profiles by digest (``ClusterConfig.images``), config patterns or pod annotations:
+``sim.lwsflow.io/image-pull-fails`` (ErrImagePull forever),
 ``sim.lwsflow.io/never-ready`` (Running, never Ready); ``sim.lwsflow.io/load-seconds`` overrides
 the load time of one pod template.
 """
@@ -209,6 +210,7 @@ class Kubelet:
             return
         node, needs = run.node, run.needs
         images = _images(pod)
+        self.c.learn_images(images)
         cfg, pool = self.c.config, self.c.pool_of(node)
         bw = (pool.pull_gbps if pool and pool.pull_gbps else None) or cfg.timings.pull_gbps
         cached = self.image_cache.setdefault(node, set())

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lwsflow.pipelines.cli.app import app
+
+if TYPE_CHECKING:
+    from lwsflow.components.catalog import Catalog
 
 # Options shared by several commands below, declared once so their flags and help cannot drift apart.
 CheckOpt = Annotated[bool, typer.Option("--check", help="only compare; exit 1 listing files that differ")]
@@ -45,6 +48,21 @@ def render(
         print(f"{out}: up to date with {catalog}")
         return
     print(f"{out}: {len(changed)} file(s) written" if changed else f"{out}: unchanged")
+    _print_held(cat, out)
+
+
+def _print_held(cat: Catalog, out: Path) -> None:
+    """Name the models a digests-only environment does not run yet (their aggregate holds them)."""
+    from lwsflow.components.overlays import KUSTOMIZATION, aggregate_order, listed_models, read_kustomization
+
+    for env in cat.environments:
+        path = out / env.name / KUSTOMIZATION
+        if path.is_file():
+            listed = set(listed_models(read_kustomization(path)))
+            held = [m for m in aggregate_order(path.read_bytes()) if m not in listed]
+            if held:
+                print(f"{env.name}: not released yet, no digest pinned: {', '.join(held)} "
+                      "(`lwsflow set-image` or `lwsflow promote` releases them)")
 
 
 @app.command("build-overlays")
@@ -61,6 +79,9 @@ def build_overlays(
         print(json.dumps([r.summary() for r in results], indent=2))
         return
     for r in results:
+        if r.held:
+            print(f"not released {r.path}: {r.held}")
+            continue
         kinds = ", ".join(f"{o.get('kind')}/{o.get('metadata', {}).get('name')}" for o in r.objects)
         print(f"ok {r.path}: {kinds}; images {', '.join(r.images) or '-'}")
 

@@ -51,12 +51,15 @@ def compile_cmd(
         print(path)
 
 
-def run_arguments(model: str, repo_url: str, image: str, stages: str = "") -> dict[str, str]:
-    """The run's parameters; ``stages`` only when given, so the pipeline's default (empty: the
-    catalog's stages for the environment) applies otherwise."""
+def run_arguments(model: str, repo_url: str, image: str, stages: str = "", source_env: str = "",
+                  target_env: str = "") -> dict[str, str]:
+    """The run's parameters; ``stages`` and the environments only when given, so the pipeline's
+    defaults (empty: the catalog's stages; the catalog's first environment, then the next) apply
+    otherwise."""
     args = {"model": model, "repo_url": repo_url, "image": image}
-    if stages.strip():
-        args["stages"] = stages.strip()
+    for key, value in (("stages", stages), ("source_env", source_env), ("target_env", target_env)):
+        if value.strip():
+            args[key] = value.strip()
     return args
 
 
@@ -71,6 +74,10 @@ def submit_cmd(
     stages: Annotated[str, typer.Option(
         "--stages",
         help="rollout stages, e.g. 1,50%,100% (default: the catalog's for the environment)")] = "",
+    source_env: Annotated[str, typer.Option(
+        "--source-env", help="environment to release to (default: the catalog's first)")] = "",
+    target_env: Annotated[str, typer.Option(
+        "--target-env", help="environment to promote to (default: the next in the catalog's order)")] = "",
     node_selector: NodeSelectorOpt = None,
     toleration: TolerationOpt = None,
     any_node: AnyNodeOpt = False,
@@ -78,7 +85,7 @@ def submit_cmd(
     """Submit deploy-model to a KFP endpoint or register it on an Argo Server (needs a real cluster)."""
     from lwsflow.components.step_placement import placement_from_flags
 
-    args = run_arguments(model, repo_url, image, stages)
+    args = run_arguments(model, repo_url, image, stages, source_env, target_env)
     placement = placement_from_flags(node_selector or [], toleration or [], any_node)
     if kfp_host:
         import kfp

@@ -55,7 +55,11 @@ def test_kfp_yaml_loads_back_and_parses_as_the_ir_proto(compiled: dict[str, Path
     assert docs[0]["root"]["inputDefinitions"]["parameters"]["stages"]["defaultValue"] == ""
     dag = spec.root.dag.tasks
     assert dag["render"].dependent_tasks == ["build-image"]
-    assert dag["rollout"].dependent_tasks == ["promote"]
+    assert sorted(dag["rollout"].dependent_tasks) == ["promote", "render"]  # env comes from render
+    # no environment name is built in: render resolves them in the catalog's order (issue 13.2)
+    params = docs[0]["root"]["inputDefinitions"]["parameters"]
+    assert params["source_env"]["defaultValue"] == params["target_env"]["defaultValue"] == ""
+    assert "staging" not in compiled["kfp"].read_text() and "staging" not in compiled["argo"].read_text()
     # The conditional promotion sits in a condition branch gated on the smoke test.
     cond = next(t for name, t in dag.items() if name.startswith("condition"))
     assert "smoke-test" in cond.trigger_policy.condition

@@ -33,3 +33,32 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
     assert "bad release: rolled back at stage 1: deadline (" in out
     assert "lwsflow.controller.errors" not in out and "Traceback" not in out
     assert code == 0
+
+
+def test_demo_on_a_new_dev_prod_catalog_promotes_in_its_own_order(
+        tmp_path: Path, example_catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issues 13.1, 13.2, 13.9: a catalog a new user writes (tag-only images, ``[dev, prod]``):
+    render works, releases go dev -> prod (no `staging` assumed), the first promotion releases the
+    model in prod, and the bad release is caught by what its image says, not by its name."""
+    from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+
+    doc = load_yaml_documents(example_catalog)[0]
+    for m in doc["models"]:
+        m["image"] = m["image"].split("@")[0]
+    doc["environments"] = ["dev", "prod"]
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(dump_yaml(doc))
+    code = main(["demo", "--out", str(tmp_path / "out"), "--models", "llama-8b", "--catalog", str(catalog)])
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    good = summary["models"][0]
+    assert good["ok"], out
+    reports = tmp_path / "out" / "reports" / "release" / "llama-8b"
+    assert json.loads((reports / "render.json").read_text())["target"] == "prod"
+    assert json.loads((reports / "promote-prod.json").read_text())["commit"] == good["commit"]
+    assert "staging" not in out
+    bad = summary["bad_release"]
+    assert bad["checks"] == {k: True for k in bad["checks"]}, bad
+    assert "prod not promoted" in bad["checks"] and "dev pin reverted in git" in bad["checks"]
+    assert "-broken" not in bad["bad_image"]  # no name pattern decides
+    assert code == 0

@@ -14,7 +14,6 @@ import pytest
 
 from lwsflow.components import gitwork
 from lwsflow.pipelines.local_run import (
-    BROKEN_MARK,
     LocalStack,
     commit_engine_context,
     run_deploy_model,
@@ -83,15 +82,20 @@ def test_release_runs_every_step_and_promotes(stack: LocalStack, tmp_path: Path)
 
 
 def test_bad_release_is_caught_by_the_gate_and_rolled_back(stack: LocalStack, tmp_path: Path) -> None:
+    """The bad image has an ordinary name: the cluster learns it never becomes ready from the
+    ``io.lwsflow.sim.profile`` label the build wrote, read through the registry by digest (13.9)."""
     before = _images(_live(stack))
     staging_before = _main_file(stack, f"overlays/staging/{MODEL}/kustomization.yaml")
     dev_before = _main_file(stack, f"overlays/dev/{MODEL}/kustomization.yaml")
     commit_engine_context(stack.repo, "images/engine-broken", "v2-broken", broken=True)
     run = run_deploy_model(model=MODEL, repo_url=stack.repo.url,
-                           image=f"{stack.registry.host}/lwsflow/{MODEL}{BROKEN_MARK}:v2",
+                           image=f"{stack.registry.host}/lwsflow/{MODEL}:v2",
                            image_context="images/engine-broken", report_dir=tmp_path / "reports",
                            pipeline_root=tmp_path / "kfp", kubeconfig=str(stack.kubeconfig))
     assert not run.succeeded and run.failed_task == "rollout"
+    bad = run.reports["build-image"]["digest"]
+    assert stack.cluster.config.images[bad].ready is False  # learned from the image's own label
+    assert stack.cluster.config.never_ready_images == []  # no name pattern anywhere
     roll = run.reports["rollout"]
     assert roll["result"] == "rolled-back" and roll["rollbacks"]
     assert roll["stages"][0]["result"] == "failed"  # the first stage's gate caught it

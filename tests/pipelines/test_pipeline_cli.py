@@ -41,6 +41,10 @@ def test_submit_leaves_the_stages_to_the_catalog_unless_given() -> None:
 
     assert "stages" not in run_arguments("m", "r", "i")  # the pipeline's "" default: the catalog's stages
     assert run_arguments("m", "r", "i", " 1,50%,100% ")["stages"] == "1,50%,100%"
+    # no environment assumed: the catalog's order applies unless the run names them
+    assert not {"source_env", "target_env"} & run_arguments("m", "r", "i").keys()
+    assert run_arguments("m", "r", "i", source_env="qa", target_env="prod") == {
+        "model": "m", "repo_url": "r", "image": "i", "source_env": "qa", "target_env": "prod"}
 
 
 def test_build_image_prints_the_pinned_reference(registry: LocalRegistry, build_context: Path,

@@ -105,3 +105,37 @@ def test_gitops_repo_from_a_relative_work_dir(tmp_path: Path, monkeypatch: pytes
     assert Path(repo.url).is_absolute()
     monkeypatch.chdir("/")
     assert gitwork.git("ls-remote", repo.url, "main").strip()
+
+
+def test_promotion_follows_the_catalogs_environment_order() -> None:
+    """Issue 13.2: no environment is assumed (no `staging`); first -> second -> ..."""
+    assert steps.promotion(["dev", "prod"]) == ("dev", "prod")
+    assert steps.promotion(["qa", "canary", "prod"], "canary") == ("canary", "prod")
+    assert steps.promotion(["dev", "staging", "prod"], "dev", "prod") == ("dev", "prod")
+    assert steps.promotion(["only"]) == ("only", "")  # one environment: promotes nowhere
+    with pytest.raises(InvalidInput, match=r"source_env: unknown environment 'staging' .*dev, prod"):
+        steps.promotion(["dev", "prod"], "staging")
+    with pytest.raises(InvalidInput, match=r"target_env: 'dev' does not come after 'prod'"):
+        steps.promotion(["dev", "prod"], "prod", "dev")
+
+
+def test_single_environment_release_promotes_nowhere_and_says_so(
+        tmp_path: Path, registry: LocalRegistry, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import EXAMPLE_CATALOG
+
+    from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+    from lwsflow.pipelines.local_run import init_gitops_repo
+
+    doc = load_yaml_documents(EXAMPLE_CATALOG)[0]
+    doc["environments"] = ["dev"]
+    (tmp_path / "catalog.yaml").write_text(dump_yaml(doc))
+    repo = init_gitops_repo(tmp_path / "git", tmp_path / "catalog.yaml")
+    built = steps.build_image(repo.url, "images/engine", f"{registry.host}/lwsflow/{MODEL}:v1")
+    rendered = steps.render(repo.url, "catalog.yaml", MODEL, "", built.image)
+    assert (rendered.env, rendered.target) == ("dev", "")
+    head = gitwork.git("ls-remote", repo.url, "refs/heads/main").split()[0]
+    out = steps.promote(repo.url, MODEL, rendered.target, source=rendered.env, report_dir=str(tmp_path / "r"))
+    assert (out.target, out.commit) == ("", head)  # main did not move
+    assert "dev is the catalog's last environment; nothing to promote to" in capsys.readouterr().err
+    report = json.loads((tmp_path / "r" / "promote-none.json").read_text())
+    assert report["reason"] == "dev is the last environment"
