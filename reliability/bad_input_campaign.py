@@ -5,7 +5,7 @@ everything lwsflow writes or prints. Prints one table of figures.
     .venv/bin/python reliability/bad_input_campaign.py [--catalogs 1000] [--manifests 1000]
         [--valid 50] [--seed 0] [--json FILE]
 
-* invalid catalogs: each generated case (``tests/reliability/strategies.py``: one field broken in a
+* invalid catalogs: each generated case (``reliability/strategies.py``: one field broken in a
   valid catalog) goes through ``plan``, ``plan --json``, ``render`` over an existing tree,
   ``render --check`` and ``render`` into a new folder. Refused means: exit 2, exactly one stderr
   line starting ``error:`` that names the broken field, no traceback, nothing on stdout, the
