@@ -330,7 +330,8 @@ def main() -> int:
         "config": {"replicas": a.replicas, "size": a.size, "load_s": a.load, "speed": a.speed,
                    "maxUnavailable": a.max_unavailable, "maxSurge": 0, "stages": STAGES, "runs": a.runs,
                    "poll_s": a.poll},
-        "analytic_bound": bound, "lws_own_update_s": round(own, 1), "user_script": users, "controller": ctls}
+        "analytic_bound": bound, "lws_own_update_s": round(own, 1), "user_script_text": user_script(a),
+        "user_script": users, "controller": ctls}
     if ok:
         res["user_script_makespan"] = spread([r["makespan_s"] for r in users])
         res["controller_makespan"] = spread([r["makespan_s"] for r in ctls])
