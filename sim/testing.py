@@ -64,14 +64,12 @@ class EmbeddedCluster:
         now0: float | None = None,
         kubeconfig_name: str = "kubeconfig",
     ) -> None:
-        if config is None:
-            config = ClusterConfig.default()
-        elif not isinstance(config, ClusterConfig):
-            config = ClusterConfig.from_file(Path(config))
-        serve_engines = config.serve_engines if engines is None else engines
+        cfg = (ClusterConfig.default() if config is None else config if isinstance(config, ClusterConfig)
+               else ClusterConfig.from_file(Path(config)))
+        serve_engines = cfg.serve_engines if engines is None else engines
         # the harness owns the engine hook (options, close), so the cluster must not start its own
-        config = config.model_copy(update={"serve_engines": False})
-        self.cluster = Cluster(config) if now0 is None else Cluster(config, now0=now0)
+        cfg = cfg.model_copy(update={"serve_engines": False})
+        self.cluster = Cluster(cfg) if now0 is None else Cluster(cfg, now0=now0)
         self.engines: Any = None  # lwsflow.sim.engine.EnginePodHook when engines are served
         if serve_engines:
             from lwsflow.sim.engine import EnginePodHook
