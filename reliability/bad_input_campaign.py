@@ -5,7 +5,7 @@ everything lwsflow writes or prints. Prints one table of figures.
     .venv/bin/python reliability/bad_input_campaign.py [--catalogs 1000] [--manifests 1000]
         [--valid 50] [--seed 0] [--json FILE]
 
-* invalid catalogs: each generated case (``tests/reliability/strategies.py``: one field broken in a
+* invalid catalogs: each generated case (``reliability/strategies.py``: one field broken in a
   valid catalog) goes through ``plan``, ``plan --json``, ``render`` over an existing tree,
   ``render --check`` and ``render`` into a new folder. Refused means: exit 2, exactly one stderr
   line starting ``error:`` that names the broken field, no traceback, nothing on stdout, the
@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests" / "reliability"), str(REPO)]  # the strategies are shared with tests
+sys.path.insert(0, str(REPO))  # run as a script: the `reliability` package beside it
 
-from cli_harness import (  # noqa: E402
+from hypothesis import given, seed, settings  # noqa: E402
+
+from reliability.cli_harness import (  # noqa: E402
     CATALOG_COMMANDS,
     catalog_command,
     refusal_problems,
@@ -48,8 +50,14 @@ from cli_harness import (  # noqa: E402
     validate_problems,
     write_yaml,
 )
-from hypothesis import given, seed, settings  # noqa: E402
-from strategies import CAMPAIGN, EXAMPLES, Broken, invalid_catalogs, invalid_manifests, valid_catalogs  # noqa: E402
+from reliability.strategies import (  # noqa: E402
+    CAMPAIGN,
+    EXAMPLES,
+    Broken,
+    invalid_catalogs,
+    invalid_manifests,
+    valid_catalogs,
+)
 
 CREDENTIAL_ENV = ("HF_TOKEN", "GIT_USERNAME", "GIT_PASSWORD", "REGISTRY_USERNAME", "REGISTRY_PASSWORD",
                   "LWSFLOW_API_TOKEN", "OPENAI_API_KEY")

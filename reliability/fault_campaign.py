@@ -31,14 +31,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests" / "reliability"), str(REPO)]  # the trial code is shared with tests
-
-from fault_gitops import race_trial, seam_trial_cli, seam_trial_step  # noqa: E402
-from fault_helpers import Trial, served  # noqa: E402
-from fault_smoke import EXPECTED_FAILS, smoke_gate_trial, smoke_trial  # noqa: E402
-from fault_trials import api_fault_trial, cluster_fault_trial, kill_pair_trial, kill_trial  # noqa: E402
+sys.path.insert(0, str(REPO))  # run as a script: the `reliability` package beside it
 
 from lwsflow.sim.apiserver import ApiFaults  # noqa: E402
+from reliability.fault_gitops import race_trial, seam_trial_cli, seam_trial_step  # noqa: E402
+from reliability.fault_helpers import Trial, served  # noqa: E402
+from reliability.fault_smoke import EXPECTED_FAILS, smoke_gate_trial, smoke_trial  # noqa: E402
+from reliability.fault_trials import api_fault_trial, cluster_fault_trial, kill_pair_trial, kill_trial  # noqa: E402
 
 CLUSTER_KINDS = ("pod-crash", "node-lost", "never-ready", "foreign-change")
 SEAMS = ("commit", "push")

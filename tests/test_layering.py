@@ -55,3 +55,12 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "x.py"
     bad.write_text("from lwsflow.components.catalog import Catalog\nimport lwsflow.pipelines.cli\n")
     assert _imports(bad) == {"lwsflow.components.catalog", "lwsflow.pipelines.cli"}
+
+
+def test_scripts_never_reach_into_tests() -> None:
+    """Campaigns and benchmarks share code through importable packages (``reliability``,
+    ``lwsflow.sim.testing``), never by putting ``tests/`` on ``sys.path``."""
+    bad = [str(f.relative_to(ROOT)) for d in ("bench", "reliability", "scripts")
+           for f in sorted((ROOT / d).rglob("*.py"))
+           if any("sys.path" in line and "tests" in line for line in f.read_text().splitlines())]
+    assert not bad, bad

@@ -52,15 +52,14 @@ def serve(
 ) -> None:
     """Serve the embedded cluster over HTTPS with a bearer token, and write a kubeconfig for it."""
     import contextlib
-    import secrets
     import signal
     import threading
     import time
 
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.sim.apiserver import ApiServer
-    from lwsflow.sim.cluster import DEFAULT_SPEED, Cluster
+    from lwsflow.sim.cluster import DEFAULT_SPEED
     from lwsflow.sim.config import ClusterConfig
+    from lwsflow.sim.testing import EmbeddedCluster
 
     if not 0 <= port <= 65535:
         raise InvalidInput(f"must be between 0 and 65535, got {port}", field="--port")
@@ -79,13 +78,15 @@ def serve(
     else:
         cfg = ClusterConfig.from_file(config) if config is not None else ClusterConfig.default()
     # Virtual time starts at wall time: kubectl computes ages client-side against the wall clock, so
-    # they start right (they then drift by --speed; see docs/embedded-cluster.md).
-    cluster = Cluster(cfg.model_copy(update={"serve_engines": engines}), now0=time.time())
-    token = secrets.token_urlsafe(32)  # only ever written to the 0600 kubeconfig, never printed
-    api = ApiServer(cluster.store, port=port, token=token, clock=cluster.now, speed=speed)
+    # they start right (they then drift by --speed; see docs/embedded-cluster.md). The token is only
+    # ever written to the 0600 kubeconfig, never printed.
+    sim = EmbeddedCluster(kubeconfig.parent, cfg, speed=speed, engines=engines, port=port,
+                          now0=time.time(), kubeconfig_name=kubeconfig.name)
     try:
-        url = api.start()
+        url = sim.start().url
     except OSError as exc:
+        if sim.url:  # it was listening: the kubeconfig could not be written
+            raise InvalidInput(f"cannot write {kubeconfig}: {exc.strerror}", field="--kubeconfig") from None
         raise InvalidInput(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", field="--port") from None
     done = threading.Event()
     previous = (
@@ -94,14 +95,12 @@ def serve(
         else None
     )
     try:
-        path = api.write_kubeconfig(kubeconfig)
-        cluster.start_realtime(speed)
+        path = sim.kubeconfig
         print(f"serving {url} (virtual time x{speed:g}); kubeconfig: {path}", flush=True)
         print(f"  kubectl --kubeconfig {path} get nodes", flush=True)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
             done.wait(duration)
     finally:
-        cluster.stop()
-        api.stop()
+        sim.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -34,7 +34,7 @@ from lwsflow.controller.errors import InvalidInput
 from lwsflow.sim import policies
 from lwsflow.sim.evaluator import events as ev
 
-SHIPPED_DIR = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
+SHIPPED_DIR = Path(__file__).resolve().parent / "scenarios"  # package data: ships in the wheel
 # shipped generator scenarios, runnable by name like the YAML files in SHIPPED_DIR
 GENERATORS = {
     "large": "lwsflow.sim.evaluator.generators:large_pool",

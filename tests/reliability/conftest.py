@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_harness import run_cli
-from strategies import EXAMPLES
+
+from reliability.cli_harness import run_cli
+from reliability.strategies import EXAMPLES
 
 
 @pytest.fixture(scope="session")

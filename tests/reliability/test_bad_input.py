@@ -13,7 +13,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from cli_harness import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reliability.cli_harness import (
     CATALOG_COMMANDS,
     assert_refused,
     catalog_command,
@@ -24,9 +27,7 @@ from cli_harness import (
     validate_problems,
     write_yaml,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from strategies import CAMPAIGN, Broken, invalid_catalogs, invalid_manifests, valid_catalogs
+from reliability.strategies import CAMPAIGN, Broken, invalid_catalogs, invalid_manifests, valid_catalogs
 
 
 @settings(CAMPAIGN, max_examples=200)

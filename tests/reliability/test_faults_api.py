@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_helpers import NS, lws_manifest, release, served
-from fault_trials import api_fault_trial
 
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS
@@ -17,6 +15,8 @@ from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 from lwsflow.controller.rollout.session import clock_for
 from lwsflow.sim.apiserver import ApiFaults
+from reliability.fault_helpers import NS, lws_manifest, release, served
+from reliability.fault_trials import api_fault_trial
 
 
 @pytest.mark.parametrize("seed", [101, 202])

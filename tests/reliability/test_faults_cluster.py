@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fault_helpers import NEW_IMAGE, OLD_IMAGE, Change, FaultEnv, history_problems, start_env
-from fault_trials import cluster_fault_trial
+
+from reliability.fault_helpers import NEW_IMAGE, OLD_IMAGE, Change, FaultEnv, history_problems, start_env
+from reliability.fault_trials import cluster_fault_trial
 
 
 @pytest.fixture(scope="module")

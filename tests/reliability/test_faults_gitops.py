@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fault_gitops import race_trial, seam_trial_cli, seam_trial_step
+
+from reliability.fault_gitops import race_trial, seam_trial_cli, seam_trial_step
 
 
 @pytest.mark.slow

@@ -11,10 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_helpers import NEW_IMAGE, OLD_IMAGE, Change, FaultEnv, decode_first_problems, served, start_env
-from fault_trials import kill_pair_trial, kill_trial
 
 from lwsflow.sim.apiserver import ApiFaults
+from reliability.fault_helpers import (
+    NEW_IMAGE,
+    OLD_IMAGE,
+    Change,
+    FaultEnv,
+    decode_first_problems,
+    served,
+    start_env,
+)
+from reliability.fault_trials import kill_pair_trial, kill_trial
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fault_helpers import FaultEnv, start_env
-from fault_smoke import EXPECTED_FAILS, smoke_gate_trial, smoke_trial
+
+from reliability.fault_helpers import FaultEnv, start_env
+from reliability.fault_smoke import EXPECTED_FAILS, smoke_gate_trial, smoke_trial
 
 
 @pytest.mark.parametrize("mode", sorted(EXPECTED_FAILS))

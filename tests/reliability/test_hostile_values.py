@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_harness import assert_refused, run_cli, snapshot, snapshot_changes, write_yaml
-from strategies import example_catalog_doc, workload_docs
+
+from reliability.cli_harness import assert_refused, run_cli, snapshot, snapshot_changes, write_yaml
+from reliability.strategies import example_catalog_doc, workload_docs
 
 Doc = dict[str, Any]
 DIGEST = "sha256:" + "0" * 64

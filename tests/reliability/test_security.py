@@ -25,9 +25,15 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from cli_harness import assert_refused, run_cli, tree_bytes, write_yaml
 from hypothesis import given, settings
-from strategies import CAMPAIGN, REPO, example_catalog_doc, valid_catalogs
+
+from reliability.cli_harness import (
+    assert_refused,
+    run_cli,
+    tree_bytes,
+    write_yaml,
+)
+from reliability.strategies import CAMPAIGN, REPO, example_catalog_doc, valid_catalogs
 
 CREDENTIAL_ENV = ("HF_TOKEN", "GIT_USERNAME", "GIT_PASSWORD", "REGISTRY_USERNAME", "REGISTRY_PASSWORD",
                   "LWSFLOW_API_TOKEN", "OPENAI_API_KEY")

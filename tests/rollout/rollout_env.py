@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,8 @@ from lwsflow.controller.rollout import gate, session
 from lwsflow.sim.apiserver import ApiFaults, ApiServer
 from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
-from lwsflow.sim.store import Event
+from lwsflow.sim.lws_controller import LWS as LWS_KEY
+from lwsflow.sim.testing import EmbeddedCluster, Recorded, StoreRecorder
 
 SPEED = 200.0  # virtual seconds per wall second
 TOKEN = "rollout-test-token"
@@ -77,80 +77,120 @@ def new_release(manifest: dict, image: str = "vllm:2", **ann: str) -> dict:
     return out
 
 
-@dataclass
 class Recorder:
-    """Watches the store directly (not through the controller): the partition sequence and the
-    lowest ready count per LWS, so tests check the controller against ground truth."""
+    """The store's ground truth for the rollout tests, read from the harness's ``StoreRecorder``
+    (never through the controller): per LWS the partition sequence, the groups fully on the new
+    image and Ready when each stage was recorded passed, and the lowest ready count."""
 
-    partitions: dict[str, list[int]] = field(default_factory=dict)
-    pods: dict[str, dict] = field(default_factory=dict)  # name -> pod (live)
-    # (lws, stage passed) -> names of groups fully on the new image and Ready at that instant
-    at_pass: dict[tuple[str, int], set[int]] = field(default_factory=dict)
-    new_image: str = "vllm:2"
-    order: list[tuple[int, str, str, int]] = field(default_factory=list)  # (rv, lws, what, value)
-    min_ready: dict[str, int] = field(default_factory=dict)
-    ready_series: list[tuple[float, str, int]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, store: StoreRecorder) -> None:
+        self.store = store
+        self.new_image = "vllm:2"
+        self._since: dict[str, int] = {}
 
-    def __call__(self, ev: Event) -> None:
-        if ev.key == "pods":
-            with self.lock:
-                if ev.type == "DELETED":
-                    self.pods.pop(ev.object["metadata"]["name"], None)
-                else:
-                    self.pods[ev.object["metadata"]["name"]] = ev.object
-            return
-        if not ev.key.startswith("leaderworkersets") or ev.type == "DELETED":
-            return
-        obj = ev.object
-        name = obj["metadata"]["name"]
-        with self.lock:
-            seq = self.partitions.setdefault(name, [])
-            p = gate.partition(obj)
-            if not seq or seq[-1] != p:
-                seq.append(p)
-                self.order.append((ev.rv, name, "partition", p))
-            passed = int((obj["metadata"].get("annotations") or {}).get("rollout.lwsflow.io/passed", 0))
-            if passed and (name, passed) not in self.at_pass:
-                self.at_pass[(name, passed)] = self.good_groups(name, obj)
-                self.order.append((ev.rv, name, "passed", passed))
-            c = gate.counters(obj)
-            if c["observedGeneration"] == c["generation"] and obj.get("status"):
-                ready = c["readyReplicas"]
-                self.ready_series.append((ev.rv, name, ready))
-                if name in self.min_ready or ready > 0:
-                    self.min_ready[name] = min(self.min_ready.get(name, ready), ready)
+    def restart(self, name: str, new_image: str | None = None) -> None:
+        """Start ``name``'s history again at the object as it is now (a second rollout of it)."""
+        self._since[name] = self.store.last_position(LWS_KEY, name)
+        if new_image is not None:
+            self.new_image = new_image
 
+    def _names(self) -> list[str]:
+        return list(dict.fromkeys(r.name for r in self.store.entries(LWS_KEY)))
 
-    def good_groups(self, lws: str, obj: dict) -> set[int]:
+    def _lws(self, name: str) -> list[Recorded]:
+        return [r for r in self.store.entries(LWS_KEY, name, since=self._since.get(name, 0))
+                if r.type != "DELETED"]
+
+    @property
+    def pods(self) -> dict[str, dict]:
+        """Live pods by name."""
+        return {name: pod for (_ns, name), pod in self.store.pods().items()}
+
+    @property
+    def partitions(self) -> dict[str, list[int]]:
+        return {n: [gate.partition(r.object) for r in self.store.changes(
+            LWS_KEY, n, gate.partition, since=self._since.get(n, 0))] for n in self._names()}
+
+    @property
+    def order(self) -> list[tuple[int, str, str, int]]:
+        """(rv, lws, "partition" | "passed", value): each partition change and each first pass."""
+        out = []
+        for n in self._names():
+            out += [(r.rv, n, "partition", gate.partition(r.object)) for r in self.store.changes(
+                LWS_KEY, n, gate.partition, since=self._since.get(n, 0))]
+            out += [(r.rv, n, "passed", _passed(r.object)) for r in self._first_passes(n)]
+        return out
+
+    @property
+    def at_pass(self) -> dict[tuple[str, int], set[int]]:
+        """(lws, stage passed) -> groups fully on the new image and Ready at that instant."""
+        return {(n, _passed(r.object)): self.good_groups(n, r) for n in self._names()
+                for r in self._first_passes(n)}
+
+    @property
+    def ready_series(self) -> list[tuple[int, str, int]]:
+        """(rv, lws, readyReplicas) for every status written for the current generation."""
+        out = []
+        for n in self._names():
+            for r in self._lws(n):
+                c = gate.counters(r.object)
+                if c["observedGeneration"] == c["generation"] and r.object.get("status"):
+                    out.append((r.rv, n, c["readyReplicas"]))
+        return out
+
+    @property
+    def min_ready(self) -> dict[str, int]:
+        """The lowest ready count per LWS once it first had a ready group."""
+        out: dict[str, int] = {}
+        for _rv, n, ready in self.ready_series:
+            if n in out or ready > 0:
+                out[n] = min(out.get(n, ready), ready)
+        return out
+
+    def _first_passes(self, name: str) -> list[Recorded]:
+        seen: set[int] = set()
+        out = []
+        for r in self._lws(name):
+            p = _passed(r.object)
+            if p and p not in seen:
+                seen.add(p)
+                out.append(r)
+        return out
+
+    def good_groups(self, lws: str, rec: Recorded) -> set[int]:
         """Group indexes whose every pod runs the new image and is Ready (ground truth from pods)."""
-        size = obj["spec"]["leaderWorkerTemplate"]["size"]
+        size = rec.object["spec"]["leaderWorkerTemplate"]["size"]
         groups: dict[int, list[dict]] = {}
-        for p in self.pods.values():
+        for p in rec.pods.values():
             labels = p["metadata"].get("labels") or {}
             if labels.get(L.NAME) != lws or p["metadata"].get("deletionTimestamp"):
                 continue
             groups.setdefault(int(labels.get(L.GROUP_INDEX, -1)), []).append(p)
-        good = set()
-        for gi, pods in groups.items():
-            ok = len(pods) == size and all(
-                p["spec"]["containers"][0]["image"] == self.new_image and any(
-                    c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (p.get("status") or {}).get("conditions") or []) for p in pods)
-            if ok:
-                good.add(gi)
-        return good
+        return {gi for gi, pods in groups.items() if len(pods) == size and all(
+            p["spec"]["containers"][0]["image"] == self.new_image and any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []) for p in pods)}
+
+
+def _passed(obj: dict) -> int:
+    return int((obj["metadata"].get("annotations") or {}).get("rollout.lwsflow.io/passed", 0))
 
 
 @dataclass
 class Env:
-    cluster: Cluster
-    server: ApiServer
+    sim: EmbeddedCluster
     kube: Kube
     kubeconfig: Path
     rec: Recorder
     tmp: Path
     firsts: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.sim.cluster
+
+    @property
+    def server(self) -> ApiServer:
+        return self.sim.api
 
     def clock(self) -> Any:
         return session.clock_for(self.kube)
@@ -182,22 +222,13 @@ class Env:
         return self.firsts[name]
 
     def close(self) -> None:
-        self.server.stop()
-        self.cluster.stop()
         self.kube.api.close()
+        self.sim.close()
 
 
 def make_env(tmp: Path, *, gpu_nodes: int = 0, faults: ApiFaults | None = None,
              speed: float = SPEED) -> Env:
-    cluster = Cluster(config(gpu_nodes))
-    rec = Recorder()
-    cluster.store.subscribe(rec)
-    server = ApiServer(cluster.store, token=TOKEN, clock=cluster.now, speed=speed, faults=faults)
-    server.start()
-    # The server writes headers and body in two sends; with Nagle on, the body waits for the
-    # client's delayed ACK (~40 ms a request). Until server.py sets it, turn Nagle off here.
-    server._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[union-attr]
-    cluster.start_realtime(speed)
-    kc = server.write_kubeconfig(tmp / "kubeconfig")
-    kube = Kube.connect(str(kc))
-    return Env(cluster, server, kube, kc, rec, tmp)
+    sim = EmbeddedCluster(tmp, config(gpu_nodes), speed=speed, token=TOKEN, faults=faults)
+    rec = Recorder(StoreRecorder(sim.cluster))  # from the start: the creation of every object
+    sim.start()
+    return Env(sim, Kube.connect(str(sim.kubeconfig)), sim.kubeconfig, rec, tmp)

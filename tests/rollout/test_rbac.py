@@ -46,7 +46,6 @@ def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None
     # the controller gets its own API server on the same store: its log holds only the controller
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
     api.start()
-    api._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # see rollout_env.make_env
     kube = Kube.connect(str(api.write_kubeconfig(tmp_path / "controller.kubeconfig")))
     clock = session.clock_for(kube)
     for name, doc in (("ok", new_release(good)),

@@ -221,9 +221,7 @@ def test_gitops_mode_only_moves_the_partition(env: Env) -> None:
         live = env.kube.get(LWS, NS, "git")
         assert _groups_on(env, "git", release) == 0 and gate.counters(live)["updatedReplicas"] == 0
         assert gate.lws_stage_gate(live, 0).checks["available"]  # frozen at rest stays Available
-        with env.rec.lock:
-            env.rec.partitions["git"] = [gate.partition(live)]
-            env.rec.new_image = release
+        env.rec.restart("git", new_image=release)  # this rollout's history starts at the live object
         assert main(cli(env, "lws/git", "--stages", "1,50%,100%")) == 0
         # the controller lowered it stage by stage, then froze it again at rest
         assert env.rec.partitions["git"] == [4, 3, 2, 0, 4]

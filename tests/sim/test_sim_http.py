@@ -13,9 +13,8 @@ import pytest
 from kubernetes import client, config, watch
 
 from lwsflow.controller.api.paths import lws_reference_dir
-from lwsflow.sim.apiserver import ApiServer
-from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig
+from lwsflow.sim.testing import EmbeddedCluster
 
 SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
@@ -23,16 +22,8 @@ KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shut
 
 @pytest.fixture
 def served(tmp_path: Path):
-    cluster = Cluster(ClusterConfig.default())
-    api = ApiServer(cluster.store, token="sim-test", clock=cluster.now, speed=600.0)
-    api.start()
-    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    cluster.start_realtime(600.0)
-    try:
-        yield kubeconfig
-    finally:
-        cluster.stop()
-        api.stop()
+    with EmbeddedCluster(tmp_path, ClusterConfig.default(), speed=600.0) as sim:
+        yield sim.kubeconfig
 
 
 def _kubectl(kubeconfig: Path, *args: str) -> str:

@@ -17,11 +17,10 @@ from lwsflow.components.smoke import run_smoke
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS
-from lwsflow.sim.apiserver import ApiServer
-from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
-from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION, EnginePodHook
+from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION
 from lwsflow.sim.kubeconfig import write_kubeconfig
+from lwsflow.sim.testing import EmbeddedCluster
 
 TOPO = "cloud.google.com/gce-topology-block"
 TOKEN = "smoke-test-token"
@@ -29,20 +28,16 @@ TOKEN = "smoke-test-token"
 
 class Sim:
     def __init__(self, tmp: Path) -> None:
-        self.cluster = Cluster(ClusterConfig(
-            pools=[PoolConfig(name="h100", count=4, gpus_per_node=8, gpu_product="NVIDIA-H100",
-                              topology_key=TOPO, topology_domains=2),
-                   PoolConfig(name="a100", count=2, gpus_per_node=8, gpu_product="NVIDIA-A100")],
-            timings=Timings(pull_gbps=100.0, image_gb=0.1, container_start_s=1.0, weight_gb=0.0)))
         # Each embedded cluster picks a random pod network (127.N.x.y); a random serving port and an
         # ephemeral side channel make a clash with a parallel test process even less likely.
         self.port = random.randint(20_000, 60_000)
-        self.hook = EnginePodHook(side_channel_port=0)
-        self.cluster.pod_hooks.append(self.hook)
-        self.server = ApiServer(self.cluster.store, token=TOKEN, clock=self.cluster.now, speed=100.0)
-        self.server.start()
-        self.cluster.start_realtime(100.0)
-        self.kubeconfig = self.server.write_kubeconfig(tmp / "kubeconfig")
+        self.sim = EmbeddedCluster(tmp, ClusterConfig(
+            pools=[PoolConfig(name="h100", count=4, gpus_per_node=8, gpu_product="NVIDIA-H100",
+                              topology_key=TOPO, topology_domains=2),
+                   PoolConfig(name="a100", count=2, gpus_per_node=8, gpu_product="NVIDIA-A100")],
+            timings=Timings(pull_gbps=100.0, image_gb=0.1, container_start_s=1.0, weight_gb=0.0)),
+            speed=100.0, token=TOKEN, engines=True, engine_options={"side_channel_port": 0}).start()
+        self.cluster, self.hook, self.kubeconfig = self.sim.cluster, self.sim.engines, self.sim.kubeconfig
         self.kube = Kube.connect(str(self.kubeconfig))
 
     def create(self, obj: dict) -> None:
@@ -54,10 +49,8 @@ class Sim:
         _wait(lambda: len(self.hook.engines) >= n)
 
     def close(self) -> None:
-        self.server.stop()
-        self.cluster.stop()
-        self.hook.close()
         self.kube.api.close()
+        self.sim.close()
 
 
 def _wait(pred: Any, timeout_wall: float = 20.0) -> None:

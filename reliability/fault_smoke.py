@@ -7,8 +7,6 @@ from __future__ import annotations
 import random
 import time
 
-from fault_helpers import NS, FaultEnv, Trial, final_problems, history_problems, lws_manifest, release
-
 from lwsflow.components.smoke import SmokeConfig, run_smoke
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import LWS
@@ -16,6 +14,15 @@ from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 from lwsflow.controller.rollout.hooks import HookContext, HookResult
 from lwsflow.controller.rollout.session import clock_for
 from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION, start_engine
+from reliability.fault_helpers import (
+    NS,
+    FaultEnv,
+    Trial,
+    final_problems,
+    history_problems,
+    lws_manifest,
+    release,
+)
 
 GENERATION = {"completions", "chat", "completions-stream", "chat-stream"}
 # engine mode (its natural scope) -> the checks that must fail

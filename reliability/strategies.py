@@ -24,7 +24,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 
 # \Z, not $: Python's $ matches before a trailing newline too, and "llama\n" is exactly the kind of

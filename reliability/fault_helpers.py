@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,8 @@ from lwsflow.sim.apiserver import ApiFaults, ApiServer
 from lwsflow.sim.apiserver.server import RequestRecord
 from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
-from lwsflow.sim.store import Event
+from lwsflow.sim.lws_controller import LWS as LWS_KEY
+from lwsflow.sim.testing import EmbeddedCluster, Recorded, StoreRecorder
 
 SPEED = 200.0  # virtual seconds per wall second: a 20 s model load takes 0.1 s
 TOKEN = "fault-campaign-token"
@@ -94,76 +95,83 @@ class Change:
     counters: dict[str, int]
 
 
-@dataclass
 class History:
-    """Store subscriber: per LWS the sequence of :class:`Change` (and the live pods to judge them)."""
+    """Per LWS the sequence of :class:`Change`, read from the harness's ``StoreRecorder`` (whose
+    subscriber runs under the store lock: each change and its pods are consistent)."""
 
-    changes: dict[str, list[Change]] = field(default_factory=dict)
-    passes: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # name -> (rv, passed)
-    pods: dict[str, dict] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, store: StoreRecorder) -> None:
+        self.store = store
+        self._since: dict[str, int] = {}
+        self._lock = threading.Lock()
 
-    def __call__(self, ev: Event) -> None:  # runs under the store lock: pods and LWS are consistent
-        if ev.key == "pods":
-            with self.lock:
-                if ev.type == "DELETED":
-                    self.pods.pop(ev.object["metadata"]["name"], None)
-                else:
-                    self.pods[ev.object["metadata"]["name"]] = ev.object
-            return
-        if not ev.key.startswith("leaderworkersets") or ev.type == "DELETED":
-            return
-        obj = ev.object
-        name = obj["metadata"]["name"]
-        with self.lock:
-            st = state.RolloutState.from_object(obj)
-            passes = self.passes.setdefault(name, [])
-            if st.id and (not passes or passes[-1][1] != st.passed):
-                passes.append((ev.rv, st.passed))
-            seq = self.changes.setdefault(name, [])
-            part, img = gate.partition(obj), image_of(obj)
-            if seq and seq[-1].partition == part and seq[-1].image == img:
-                return
-            seq.append(Change(ev.rv, part, img, st.phase, st.passed, self._good(name, obj, img),
-                              gate.counters(obj)))
-
-    def _good(self, lws: str, obj: dict, image: str) -> frozenset[int]:
-        size = obj["spec"]["leaderWorkerTemplate"]["size"]
-        groups: dict[int, list[dict]] = {}
-        for p in self.pods.values():
-            labels = p["metadata"].get("labels") or {}
-            if labels.get(L.NAME) == lws and not p["metadata"].get("deletionTimestamp"):
-                groups.setdefault(int(labels.get(L.GROUP_INDEX, -1)), []).append(p)
-        return frozenset(gi for gi, members in groups.items() if len(members) == size and all(
-            p["spec"]["containers"][0]["image"] == image and _ready(p) for p in members))
+    def _lws(self, name: str) -> list[Recorded]:
+        with self._lock:
+            since = self._since.get(name, 0)
+        return [r for r in self.store.entries(LWS_KEY, name, since=since) if r.type != "DELETED"]
 
     def of(self, name: str) -> list[Change]:
-        with self.lock:
-            return list(self.changes.get(name, []))
+        out: list[Change] = []
+        for r in self._lws(name):
+            obj = r.object
+            part, img = gate.partition(obj), image_of(obj)
+            if out and out[-1].partition == part and out[-1].image == img:
+                continue
+            st = state.RolloutState.from_object(obj)
+            out.append(Change(r.rv, part, img, st.phase, st.passed, _good(name, obj, img, r.pods),
+                              gate.counters(obj)))
+        return out
 
     def passes_of(self, name: str) -> list[tuple[int, int]]:
         """(resourceVersion, stages passed) each time the recorded ``passed`` changed."""
-        with self.lock:
-            return list(self.passes.get(name, []))
+        out: list[tuple[int, int]] = []
+        for r in self._lws(name):
+            st = state.RolloutState.from_object(r.object)
+            if st.id and (not out or out[-1][1] != st.passed):
+                out.append((r.rv, st.passed))
+        return out
 
     def forget(self, name: str) -> None:
-        with self.lock:
-            self.changes.pop(name, None)
-            self.passes.pop(name, None)
+        """Drop ``name``'s history (a deleted object; a later one of that name starts afresh)."""
+        with self._lock:
+            self._since[name] = self.store.position()
+
+    def restart(self, name: str) -> None:
+        """Start ``name``'s history again at the object as it is now (the next rollout of it)."""
+        with self._lock:
+            self._since[name] = self.store.last_position(LWS_KEY, name)
+
+
+def _good(lws: str, obj: dict, image: str, pods: Mapping[tuple[str, str], dict]) -> frozenset[int]:
+    """Groups whose every pod runs ``image`` and is Ready, among ``pods``."""
+    size = obj["spec"]["leaderWorkerTemplate"]["size"]
+    groups: dict[int, list[dict]] = {}
+    for p in pods.values():
+        labels = p["metadata"].get("labels") or {}
+        if labels.get(L.NAME) == lws and not p["metadata"].get("deletionTimestamp"):
+            groups.setdefault(int(labels.get(L.GROUP_INDEX, -1)), []).append(p)
+    return frozenset(gi for gi, members in groups.items() if len(members) == size and all(
+        p["spec"]["containers"][0]["image"] == image and _ready(p) for p in members))
 
 
 @dataclass
 class FaultEnv:
     """The served cluster, a client for the test itself, and the history."""
 
-    cluster: Cluster
-    server: ApiServer
+    sim: EmbeddedCluster
     kube: Kube
     kubeconfig: Path
     history: History
     faults: ApiFaults
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, name) -> count
     verbs: Counter[str] = field(default_factory=Counter)  # verb -> requests the server has seen
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.sim.cluster
+
+    @property
+    def server(self) -> ApiServer:
+        return self.sim.api
 
     def requests_for(self, name: str) -> int:
         """Requests the server has seen for the LWS ``name`` (any client, any verb)."""
@@ -196,13 +204,8 @@ class FaultEnv:
         return _Paused(self.faults)
 
     def close(self) -> None:
-        self.server.stop()
-        self.cluster.stop()
-        for hook in self.cluster.pod_hooks:
-            close = getattr(hook, "close", None)
-            if close is not None:
-                close()
         self.kube.api.close()
+        self.sim.close()
 
 
 class _Paused:
@@ -228,18 +231,12 @@ def start_env(tmp: Path, *, faults: ApiFaults | None = None, speed: float = SPEE
     smoke test can reach them; their failure modes come from the pod annotation.
     """
     faults = faults or ApiFaults()
-    cluster = Cluster(cluster_config(nodes))
-    if engines:
-        from lwsflow.sim.engine import EnginePodHook
-
-        cluster.pod_hooks.append(EnginePodHook(side_channel_port=0))
-    history = History()
-    cluster.store.subscribe(history)
-    server = ApiServer(cluster.store, token=TOKEN, clock=cluster.now, speed=speed, faults=faults)
-    server.start()
-    cluster.start_realtime(speed)
-    kc = server.write_kubeconfig(tmp / "kubeconfig")
-    env = FaultEnv(cluster, server, Kube.connect(str(kc), attempts=30), kc, history, faults)
+    sim = EmbeddedCluster(tmp, cluster_config(nodes), speed=speed, token=TOKEN, faults=faults,
+                          engines=engines, engine_options={"side_channel_port": 0})
+    history = History(StoreRecorder(sim.cluster, keys=[LWS_KEY]))
+    sim.start()
+    server = sim.api
+    env = FaultEnv(sim, Kube.connect(str(sim.kubeconfig), attempts=30), sim.kubeconfig, history, faults)
     log, lock = server.log, threading.Lock()
 
     def counted(rec: RequestRecord) -> None:  # lets a trial see when a subprocess starts talking

@@ -13,11 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from fault_helpers import Trial
-
 from lwsflow.controller.errors import OperationFailed
+from reliability.fault_helpers import Trial
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO / "examples" / "catalog.yaml"
 LWSFLOW = str(Path(sys.executable).parent / "lwsflow")
 MODELS = ("llama-8b", "llama-70b", "qwen-7b")  # one serving image each: set-image applies

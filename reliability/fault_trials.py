@@ -16,21 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fault_helpers import (
-    NEW_IMAGE,
-    NS,
-    OLD_IMAGE,
-    Change,
-    FaultEnv,
-    Trial,
-    decode_first_problems,
-    final_problems,
-    history_problems,
-    image_of,
-    lws_manifest,
-    release,
-)
-
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import LWS, POD
 from lwsflow.controller.rollout import state
@@ -40,6 +25,19 @@ from lwsflow.controller.rollout.gate import replicas as gate_replicas
 from lwsflow.controller.rollout.session import clock_for
 from lwsflow.controller.yamlio import dump_yaml
 from lwsflow.sim.faults import Fault, inject
+from reliability.fault_helpers import (
+    NEW_IMAGE,
+    NS,
+    OLD_IMAGE,
+    FaultEnv,
+    Trial,
+    decode_first_problems,
+    final_problems,
+    history_problems,
+    image_of,
+    lws_manifest,
+    release,
+)
 
 STAGES = "1,2,3,100%"
 TARGETS = [1, 2, 3, 4]
@@ -111,8 +109,7 @@ def kill_trial(env: FaultEnv, tmp: Path, seed: int, scenario: str, **kw: Any) ->
         # a first rollout records the last good template, which GitOps mode rolls back to
         _run_to_end(env, trial, [LWSFLOW, "rollout", f"lws/{trial.name}", "-n", NS, "--stages", "100%",
                                  "--kubeconfig", str(env.kubeconfig)])
-        env.history.forget(trial.name)
-        env.history.changes[trial.name] = [_now(env, trial.name)]
+        env.history.restart(trial.name)  # the GitOps rollout's history starts at the object as it is
         new["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = REPLICAS
         with env.faults_paused():
             env.kube.apply(LWS, new, field_manager="argocd-controller")
@@ -137,14 +134,6 @@ def _run_to_end(env: FaultEnv, trial: Trial, cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         trial.problems.append(f"set-up rollout failed: {proc.stderr.strip()[-200:]}")
-
-
-def _now(env: FaultEnv, name: str) -> Change:
-    """The LWS as it is now, as the first entry of a fresh history."""
-    with env.faults_paused():
-        obj = env.kube.get(LWS, NS, name)
-    return Change(int(obj["metadata"]["resourceVersion"]), partition(obj), image_of(obj), "", 0,
-                  frozenset(), {})
 
 
 def kill_pair_trial(env: FaultEnv, tmp: Path, seed: int, **kw: Any) -> Trial:
