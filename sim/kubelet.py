@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from lwsflow.controller.api import labels as L
 from lwsflow.sim.clock import _Timer
 from lwsflow.sim.podutil import annotation, is_terminating, label
+from lwsflow.sim.schedule_diagnosis import fit_error
 from lwsflow.sim.scheduler import PodNeeds
 from lwsflow.sim.store import rfc3339
 
@@ -62,7 +63,7 @@ class Kubelet:
         self.reservations: dict[Key, Reservation] = {}
         self.unschedulable: dict[Key, None] = {}
         self.image_cache: dict[str, set[str]] = {}
-        self._reported: set[str] = set()
+        self._own_writes: dict[Key, str] = {}  # pod -> uid of our PodScheduled=False write (no retry)
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -79,6 +80,7 @@ class Kubelet:
             self._release_reservation((ns, name))  # the group's leader went: its holds go too
         if pod is None:
             self.unschedulable.pop((ns, name), None)
+            self._own_writes.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
         if is_terminating(pod) or (ns, name) in self.runs:
@@ -86,6 +88,8 @@ class Kubelet:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             self._start(pod, node, PodNeeds.of(pod["spec"]), allocate=True)
+        elif self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]:
+            pass  # our own condition update, not a cluster change worth another attempt
         else:
             self._schedule(pod)
 
@@ -118,17 +122,7 @@ class Kubelet:
         placed = self.c.scheduler.place_gang(members, topo, gkey)
         if placed is None:
             self.unschedulable[(ns, name)] = None
-            if meta["uid"] not in self._reported:
-                self._reported.add(meta["uid"])
-                what = f"group of {len(members)} pods" if len(members) > 1 else "pod"
-                self.c.emit_event(
-                    pod,
-                    "FailedScheduling",
-                    f"0/{len(self.c.scheduler.nodes)} nodes are available for the {what} "
-                    f"({needs.gpu} GPUs per pod, scoring {self.c.scheduler.scoring})",
-                    etype="Warning",
-                    component="default-scheduler",
-                )
+            self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey))
             return
         self.unschedulable.pop((ns, name), None)
         if wneeds is not None:
@@ -140,6 +134,23 @@ class Kubelet:
             for w in res.slots:  # workers created before the leader was placed take their slots now
                 self.c.enqueue("pod", ns, f"{name}-{w}")
         self._bind(pod, placed[0], needs, allocated=False)
+
+    def _unschedulable(self, pod: dict, message: str) -> None:
+        """What kube-scheduler records for a failed attempt: the PodScheduled=False condition (written
+        when it changes) and a FailedScheduling event (the recorder aggregates repeats by count)."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace", "default"), meta["name"])
+        st = pod.get("status") or {}
+        conds = [c for c in st.get("conditions") or () if c.get("type") != "PodScheduled"]
+        old = next((c for c in st.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+        if old is None or old.get("message") != message or old.get("status") != "False":
+            cond = {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                    "lastTransitionTime": (old or {}).get("lastTransitionTime")
+                    if (old or {}).get("status") == "False" else rfc3339(self.c.now()),
+                    "reason": "Unschedulable", "message": message}
+            self._own_writes[key] = meta["uid"]
+            self._write_status(key, {**st, "phase": "Pending", "conditions": [cond, *conds]})
+        self.c.emit_event(pod, "FailedScheduling", message, etype="Warning", component="default-scheduler")
 
     def _bind(self, pod: dict, node: str, needs: PodNeeds, *, allocated: bool) -> None:
         store = self.c.store
