@@ -257,7 +257,7 @@ class Cluster:
             info = self.scheduler.nodes.get(name)
             cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
             if info is not None and info.cordoned != cordoned:
-                info.cordoned = cordoned
+                self.scheduler.set_node_state(name, cordoned=cordoned)
                 if not cordoned:
                     self.kubelet.retry_pending()
         elif key == SCALER:

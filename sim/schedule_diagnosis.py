@@ -63,7 +63,17 @@ def node_reasons(node: NodeInfo, needs: PodNeeds, exclusive_key: str = "",
 
 
 def fit_error(sched: Scheduler, members: list[PodNeeds], exclusive_key: str = "", group_key: str = "") -> str:
-    """FitError.Error() for a group whose leader needs ``members[0]`` (see the module doc)."""
+    """FitError.Error() for a group whose leader needs ``members[0]`` (see the module doc). Memoised
+    until the scheduler's state changes: the pending pods of one LWS share their shape, and every
+    retry of every pending pod would otherwise walk all nodes again."""
+    key = (repr(members[0]), len(members), exclusive_key, group_key if exclusive_key else "")
+    msg = sched.fit_errors.get(key)
+    if msg is None:
+        msg = sched.fit_errors[key] = _fit_error(sched, members, exclusive_key, group_key)
+    return msg
+
+
+def _fit_error(sched: Scheduler, members: list[PodNeeds], exclusive_key: str, group_key: str) -> str:
     busy = _occupied_domains(sched, exclusive_key, group_key) if exclusive_key else set()
     reasons: Counter[str] = Counter()
     victims = Counter({NO_VICTIMS: 0, NOT_HELPFUL: 0})

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_helpers import KUBECTL, LWS_PATH, LWS_SAMPLE, example, http
+from apiserver_helpers import KUBECTL, LWS_SAMPLE, example, http
 
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.sim.apiserver import ApiServer
@@ -214,6 +214,3 @@ def test_kubectl_apply_k_rbac_overlay_and_sim_token(server: ApiServer, kubectl_a
                          capture_output=True, text=True, timeout=60, check=False)
     assert (bad.returncode, bad.stderr.strip()) == (2, "error: --duration: must be at least 10m, got 5m")
 
-
-def test_admin_paths_unchanged(server: ApiServer) -> None:
-    assert http(server, "GET", LWS_PATH)[0] == 200
