@@ -121,6 +121,27 @@ def forbidden_error(user: User, attrs: Attributes, reason: str = "") -> Forbidde
     return Forbidden(f"{named} is forbidden: {msg}", details=details)
 
 
+def impersonate(store: Store, user: User, name: str, groups: tuple[str, ...]) -> User:
+    """The identity ``user`` acts as (``Impersonate-User``/``-Group`` headers, ``kubectl --as``), after
+    checking the ``impersonate`` verb on users, serviceaccounts and groups as kube-apiserver does."""
+    sa_prefix = "system:serviceaccount:"
+    if name.startswith(sa_prefix) and name.count(":") == 3:
+        ns, _, sa = name[len(sa_prefix):].partition(":")
+        checks = [Attributes("impersonate", "", "serviceaccounts", namespace=ns, name=sa)]
+        target = User.service_account(ns, sa)
+    else:
+        checks = [Attributes("impersonate", "", "users", name=name)]
+        target = User(name, (AUTHENTICATED,))
+    checks += [Attributes("impersonate", "", "groups", name=g) for g in groups]
+    for attrs in checks:
+        decision = authorize(store, user, attrs)
+        if not decision.allowed:
+            raise forbidden_error(user, attrs, decision.reason)
+    if groups:
+        target = User(target.name, (*groups, AUTHENTICATED) if AUTHENTICATED not in groups else groups)
+    return target
+
+
 # -- bindings and roles ---------------------------------------------------------------------------------
 def _bindings(store: Store, namespace: str) -> Iterable[tuple[dict, dict]]:
     for b in store.iter_raw(kinds.CLUSTER_ROLE_BINDING.key):

@@ -32,7 +32,7 @@ from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import discovery, openapi, tables
 from lwsflow.sim.apiserver.auth import Authenticator
 from lwsflow.sim.apiserver.faults import ApiFaults
-from lwsflow.sim.apiserver.rbac import Attributes, User, authorize, forbidden_error
+from lwsflow.sim.apiserver.rbac import Attributes, User, authorize, forbidden_error, impersonate
 from lwsflow.sim.apiserver.resources import Resources, WriteOptions, decode_body
 from lwsflow.sim.apiserver.routing import Route, parse_resource_path
 from lwsflow.sim.apiserver.tls import self_signed
@@ -222,7 +222,11 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path in _HEALTH or url.path.startswith(tuple(f"{h}/" for h in _HEALTH)):
                 self.send_json(200, b"ok")
                 return
-            user = self.user = api.auth.authenticate(self.headers.get("Authorization"), api.clock())
+            user = api.auth.authenticate(self.headers.get("Authorization"), api.clock())
+            if self.headers.get("Impersonate-User"):  # kubectl --as / --as-group
+                user = impersonate(api.store, user, self.headers["Impersonate-User"],
+                                   tuple(self.headers.get_all("Impersonate-Group") or ()))
+            self.user = user
             route = parse_resource_path(url.path)
             if route is not None:
                 verb = _verb(method, route, q)

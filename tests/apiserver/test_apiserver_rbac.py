@@ -206,6 +206,15 @@ def test_kubectl_apply_k_rbac_overlay_and_sim_token(server: ApiServer, kubectl_a
         'secrets is forbidden: User "system:serviceaccount:lwsflow-system:lwsflow-rollout" cannot list '
         'resource "secrets" in API group "" in the namespace "default"') in denied.stderr
     assert json.loads(kubectl_as(sa_cfg, "get", "nodes", "-o", "json").stdout)["kind"] == "List"
+    # the admin may impersonate (kubectl --as): the usual way to check a role
+    as_sa = ("--as", "system:serviceaccount:lwsflow-system:lwsflow-rollout")
+    assert kubectl_as(admin, "auth", "can-i", "list", "nodes", *as_sa).stdout.strip() == "yes"
+    assert kubectl_as(admin, "auth", "can-i", "list", "secrets", *as_sa, check=False).stdout.strip() == "no"
+    assert kubectl_as(admin, "get", "secrets", *as_sa, check=False).returncode == 1
+    denied = kubectl_as(sa_cfg, "get", "nodes", "--as", "kubernetes-admin", check=False)
+    assert ('users "kubernetes-admin" is forbidden: User "system:serviceaccount:lwsflow-system:'
+            'lwsflow-rollout" cannot impersonate resource "users" in API group "" at the cluster scope'
+            ) in denied.stderr
     # kubectl's own TokenRequest client (a protobuf body) works too
     minted = kubectl_as(admin, "create", "token", "lwsflow-rollout", "-n", "lwsflow-system").stdout.strip()
     assert http(server, "GET", "/api/v1/nodes", token=minted)[0] == 200
