@@ -223,3 +223,32 @@ def test_kubectl_apply_k_rbac_overlay_and_sim_token(server: ApiServer, kubectl_a
                          capture_output=True, text=True, timeout=60, check=False)
     assert (bad.returncode, bad.stderr.strip()) == (2, "error: --duration: must be at least 10m, got 5m")
 
+
+
+def test_rbac_objects_are_validated_like_kube_apiserver(server: ApiServer) -> None:
+    """pkg/apis/rbac/validation: rules need verbs, groups and resources; bindings need a valid roleRef
+    and subjects; roleRef is immutable (422 Invalid)."""
+    _namespace(server, NS)
+    status, _, body = http(server, "POST", f"{RBAC}/namespaces/{NS}/roles",
+                           {"metadata": {"name": "bad"}, "rules": [{"resources": ["pods"]}]})
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == (
+        'Role.rbac.authorization.k8s.io "bad" is invalid: [rules[0].verbs: Required value: verbs must '
+        "contain at least one value, rules[0].apiGroups: Required value: resource rules must supply at "
+        "least one api group]")
+    status, _, body = http(server, "POST", f"{RBAC}/clusterrolebindings", {
+        "metadata": {"name": "bad"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                 "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot"}]})
+    assert status == 422 and body["details"]["causes"] == [
+        {"reason": "FieldValueNotSupported", "field": "roleRef.kind",
+         "message": 'Unsupported value: "Role": supported values: "ClusterRole"'},
+        {"reason": "FieldValueRequired", "field": "subjects[0].namespace", "message": "Required value"}]
+    _bind(server, "ClusterRole", "view", ns=NS, name="rb")
+    rb = http(server, "GET", f"{RBAC}/namespaces/{NS}/rolebindings/rb")[2]
+    assert rb["subjects"][0] == {"kind": "ServiceAccount", "name": "bot", "namespace": NS}
+    rb["roleRef"]["name"] = "edit"
+    status, _, body = http(server, "PUT", f"{RBAC}/namespaces/{NS}/rolebindings/rb", rb)
+    assert status == 422 and body["message"] == (
+        'RoleBinding.rbac.authorization.k8s.io "rb" is invalid: roleRef: Invalid value: rbac.RoleRef{'
+        'APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"edit"}: cannot change roleRef')
