@@ -233,11 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
                 t = route.rtype
                 api.log((verb, t.group, t.plural, route.subresource, route.namespace, route.name))
                 if not user.is_admin:
-                    attrs = Attributes(verb, t.group, t.plural, route.subresource, route.namespace,
-                                       route.name)
-                    decision = authorize(api.store, user, attrs)
-                    if not decision.allowed:
-                        raise forbidden_error(user, attrs, decision.reason)
+                    self._authorize(user, verb, route)
                 fault = api.faults.request_fault(verb, url.path)
                 if fault is not None:
                     raise fault
@@ -266,6 +262,21 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # a bug must cost one request a 500, never the connection thread
             self.close_connection = True
             self.send_error_status(ServerError(f"internal error: {type(err).__name__}: {err}"))
+
+    def _authorize(self, user: User, verb: str, route: Route) -> None:
+        """RBAC for one resource request; an apply that would create the object also needs ``create``
+        (kube-apiserver authorises the create its patch handler performs)."""
+        t, store = route.rtype, self.api.store
+        checks = [verb]
+        applying = "apply-patch" in (self.headers.get("Content-Type") or "")
+        if (verb == "patch" and applying and not route.subresource
+                and store.get_raw(t.key, route.namespace, route.name) is None):
+            checks.append("create")
+        for v in checks:
+            attrs = Attributes(v, t.group, t.plural, route.subresource, route.namespace, route.name)
+            decision = authorize(store, user, attrs)
+            if not decision.allowed:
+                raise forbidden_error(user, attrs, decision.reason)
 
     def _static(self, path: str) -> None:
         api = self.api

@@ -104,6 +104,18 @@ def test_role_rules_verbs_subresources_and_resource_names(server: ApiServer) -> 
     status, _, body = http(server, "PATCH", f"{base}/y/status", b'{"status":{}}', token=tok, headers=merge)
     assert status == 403 and 'cannot patch resource "leaderworkersets/status"' in body["message"]
     assert http(server, "PATCH", f"{base}/x", b'{"spec":{}}', token=tok, headers=merge)[0] == 403
+    # server-side apply: patch updates an existing object; creating one also needs create
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    _role(server, "apply", [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}])
+    _bind(server, "Role", "apply", name="apply")
+    cm = b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}'
+    cm_path = f"/api/v1/namespaces/{NS}/configmaps/c?fieldManager=t"
+    status, _, body = http(server, "PATCH", cm_path, cm, token=tok, headers=apply)
+    assert status == 403
+    assert body["message"] == (f'configmaps "c" is forbidden: User "{SA_USER}" cannot create resource '
+                               f'"configmaps" in API group "" in the namespace "{NS}"')
+    assert http(server, "PATCH", cm_path, cm, headers=apply)[0] == 201  # the admin creates it
+    assert http(server, "PATCH", cm_path, cm, token=tok, headers=apply)[0] == 200
     # a RoleBinding grants nothing outside its namespace
     _namespace(server, "other")
     http(server, "POST", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/other/leaderworkersets", _lws("other"))
