@@ -330,6 +330,9 @@ class _Handler(BaseHTTPRequestHandler):
             force=q.get("force", "").lower() == "true",
         )
         status = 200
+        create_only = route.subresource == "token" or route.rtype is kinds.SELF_SUBJECT_ACCESS_REVIEW
+        if verb != "create" and create_only:
+            raise MethodNotAllowed("the server does not allow this method on the requested resource")
         if verb == "get":
             body = res.get(route)
         elif verb == "list":

@@ -171,6 +171,8 @@ def test_self_subject_access_review(server: ApiServer) -> None:
         "reason": f'RBAC: allowed by RoleBinding "rb/{NS}" of Role "r" to ServiceAccount "bot/{NS}"'}
     review["spec"]["resourceAttributes"]["verb"] = "delete"
     assert http(server, "POST", path, review, token=tok)[2]["status"] == {"allowed": False}
+    assert http(server, "GET", path)[0] == 405  # create-only, never stored
+    assert http(server, "GET", f"/api/v1/namespaces/{NS}/serviceaccounts/bot/token")[0] == 405
 
 
 @pytest.fixture
