@@ -37,8 +37,6 @@ class ResourceType:
         return f"{self.kind}List"
 
 
-
-
 def _from_crd(plural: str) -> ResourceType:
     """A custom resource exactly as its packaged upstream CRD names it (kind, short names, categories,
     scope, subresources): discovery must not invent names (``ds`` is DaemonSet's on a real cluster)."""

@@ -142,12 +142,12 @@ class Kubelet:
         key = (meta.get("namespace", "default"), meta["name"])
         st = pod.get("status") or {}
         conds = [c for c in st.get("conditions") or () if c.get("type") != "PodScheduled"]
-        old = next((c for c in st.get("conditions") or () if c.get("type") == "PodScheduled"), None)
-        if old is None or old.get("message") != message or old.get("status") != "False":
+        old = next((c for c in st.get("conditions") or () if c.get("type") == "PodScheduled"), None) or {}
+        was_false = old.get("status") == "False"
+        if not was_false or old.get("message") != message:
+            since = old.get("lastTransitionTime") if was_false else rfc3339(self.c.now())
             cond = {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                    "lastTransitionTime": (old or {}).get("lastTransitionTime")
-                    if (old or {}).get("status") == "False" else rfc3339(self.c.now()),
-                    "reason": "Unschedulable", "message": message}
+                    "lastTransitionTime": since, "reason": "Unschedulable", "message": message}
             self._own_writes[key] = meta["uid"]
             self._write_status(key, {**st, "phase": "Pending", "conditions": [cond, *conds]})
         self.c.emit_event(pod, "FailedScheduling", message, etype="Warning", component="default-scheduler")

@@ -85,13 +85,11 @@ class Scheduler:
         self.nodes: dict[str, NodeInfo] = {}
         self._levels = FreeLevels()
         self._domains: dict[str, dict[str, list[str]]] = {}  # topology key -> value -> node names
-        # bumped on every change that can change a placement; keys the FailedScheduling memo
-        self.generation = 0
+        # FailedScheduling messages by pod shape, valid until anything that can change a placement
         self.fit_errors: dict[tuple[object, ...], str] = {}
 
     # -- node accounting -------------------------------------------------------------------------------
     def _changed(self) -> None:
-        self.generation += 1
         if self.fit_errors:
             self.fit_errors.clear()
 
