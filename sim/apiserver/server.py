@@ -169,6 +169,7 @@ def _verb(method: str, route: Route, q: dict[str, str]) -> str:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: ApiServer
+    user: User  # who the current request is from (authenticated, maybe impersonated)
 
     def setup(self) -> None:
         super().setup()
@@ -198,8 +199,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._serve("DELETE")
-
-    user: User
 
     # -- responses -----------------------------------------------------------------------------------
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
@@ -382,7 +381,6 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self.send_json(status, body, headers)
 
-
     def _token_request(self, route: Route, raw: bytes) -> dict[str, Any]:
         """TokenRequest (authentication.k8s.io/v1): a token for the ServiceAccount, default 1 hour."""
         api = self.api
@@ -409,7 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _access_review(self, review: Any) -> dict[str, Any]:
         """SelfSubjectAccessReview: may the caller do this? (``kubectl auth can-i``)."""
-        spec = (review or {}).get("spec") or {} if isinstance(review, dict) else {}
+        spec = (review.get("spec") or {}) if isinstance(review, dict) else {}
         ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         if ra:
             attrs = Attributes(ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
