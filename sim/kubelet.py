@@ -63,7 +63,7 @@ class Kubelet:
         self.reservations: dict[Key, Reservation] = {}
         self.unschedulable: dict[Key, None] = {}
         self.image_cache: dict[str, set[str]] = {}
-        self._own_writes: dict[Key, str] = {}  # pod -> uid of our PodScheduled=False write (no retry)
+        self._own_writes: dict[Key, str] = {}  # pod -> uid of our latest PodScheduled=False write
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -88,13 +88,14 @@ class Kubelet:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             self._start(pod, node, PodNeeds.of(pod["spec"]), allocate=True)
-        elif self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]:
-            pass  # our own condition update, not a cluster change worth another attempt
         else:
-            self._schedule(pod)
+            # after our own PodScheduled write, try again (a retry may have coalesced with it) but
+            # record no second FailedScheduling for what is the same attempt
+            own = self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]
+            self._schedule(pod, record=not own)
 
     # -- scheduling -------------------------------------------------------------------------------------
-    def _schedule(self, pod: dict) -> None:
+    def _schedule(self, pod: dict, *, record: bool = True) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta.get("namespace", "default"), meta["name"]
         needs = PodNeeds.of(spec)
@@ -122,7 +123,7 @@ class Kubelet:
         placed = self.c.scheduler.place_gang(members, topo, gkey)
         if placed is None:
             self.unschedulable[(ns, name)] = None
-            self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey))
+            self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey), record)
             return
         self.unschedulable.pop((ns, name), None)
         if wneeds is not None:
@@ -135,7 +136,7 @@ class Kubelet:
                 self.c.enqueue("pod", ns, f"{name}-{w}")
         self._bind(pod, placed[0], needs, allocated=False)
 
-    def _unschedulable(self, pod: dict, message: str) -> None:
+    def _unschedulable(self, pod: dict, message: str, record: bool) -> None:
         """What kube-scheduler records for a failed attempt: the PodScheduled=False condition (written
         when it changes) and a FailedScheduling event (the recorder aggregates repeats by count)."""
         meta = pod["metadata"]
@@ -150,7 +151,9 @@ class Kubelet:
                     "lastTransitionTime": since, "reason": "Unschedulable", "message": message}
             self._own_writes[key] = meta["uid"]
             self._write_status(key, {**st, "phase": "Pending", "conditions": [cond, *conds]})
-        self.c.emit_event(pod, "FailedScheduling", message, etype="Warning", component="default-scheduler")
+        if record:
+            self.c.emit_event(pod, "FailedScheduling", message, etype="Warning",
+                              component="default-scheduler")
 
     def _bind(self, pod: dict, node: str, needs: PodNeeds, *, allocated: bool) -> None:
         store = self.c.store
