@@ -1,8 +1,9 @@
 """`kubectl get lws` with 500 LeaderWorkerSets over HTTP: latency of the real kubectl and of the raw call.
 
 Run: ``.venv/bin/python bench/apiserver_bench.py [--objects 500] [--runs 5]``. Prints the median and
-the best wall time of the full kubectl process (discovery cache warm) and of the server-side Table
-list alone (one HTTPS request, what kubectl asks for).
+the best wall time of the full kubectl process (discovery cache warm), of the server-side Table
+list alone (one HTTPS request, what kubectl asks for), and of one small GET with the admin token and
+with a ServiceAccount token authorised by RBAC among 100 other bindings (the authorisation cost).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def main() -> None:
         rows = len(out.splitlines()) - 1
         assert rows == args.objects, f"kubectl printed {rows} rows, expected {args.objects}"
         raw = _raw_table_times(api, args.runs)
+        admin_get, sa_get = _get_times(api, store, "bench"), _get_times(api, store, _sa_token(api, store))
     print(
         f"kubectl get lws, {args.objects} objects over HTTPS: "
         f"median {statistics.median(times) * 1000:.0f} ms, "
@@ -61,6 +63,46 @@ def main() -> None:
         f"server-side Table list alone: median {statistics.median(raw) * 1000:.0f} ms, "
         f"best {min(raw) * 1000:.0f} ms"
     )
+    print(
+        f"one GET, 200 runs: admin token median {statistics.median(admin_get) * 1000:.2f} ms; "
+        f"ServiceAccount token through RBAC median {statistics.median(sa_get) * 1000:.2f} ms"
+    )
+
+
+def _sa_token(api: ApiServer, store: Store) -> str:
+    """A ServiceAccount bound by the last of 101 ClusterRoleBindings (100 bind other subjects)."""
+    if store.try_get("namespaces", "", "bench") is None:
+        store.create("namespaces", {"metadata": {"name": "bench"}})
+    sa = store.create("serviceaccounts", {"metadata": {"name": "reader", "namespace": "bench"}})
+    store.create("clusterroles.rbac.authorization.k8s.io", {"metadata": {"name": "reader"}, "rules": [
+        {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["get"]}]})
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "reader"}
+    for i in range(101):
+        who = "reader" if i == 100 else f"other-{i}"
+        store.create("clusterrolebindings.rbac.authorization.k8s.io", {
+            "metadata": {"name": f"b-{i:03d}"}, "roleRef": ref,
+            "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": "bench"}]})
+    return api.auth.mint(sa, api.clock() + 3600)
+
+
+def _get_times(api: ApiServer, store: Store, token: str, runs: int = 200) -> list[float]:
+    import http.client
+    import ssl
+
+    ctx = ssl.create_default_context(cadata=(api.ca_pem or b"").decode())
+    conn = http.client.HTTPSConnection(api.host, api.port, context=ctx, timeout=30)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        conn.request("GET", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/lws-0000",
+                     headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200, resp.status
+        out.append(time.perf_counter() - t0)
+    conn.close()
+    return out
 
 
 def _raw_table_times(api: ApiServer, runs: int) -> list[float]:

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SPEED = 600.0  # a 10-minute model load takes about one second of wall time
 _MAX_ROUNDS = 10_000
+_EVENT_CACHE = 4096  # client-go EventCorrelator maxLruCacheEntries
 _PRIORITY = {"pod": 0, "sts": 1, "group": 2, "restart": 3, "lws": 4, "ds": 5}
 
 
@@ -79,6 +80,7 @@ class Cluster:
         self._wake = threading.Event()
         self._hook_calls: list[tuple[str, dict]] = []
         self._events = itertools.count(1)
+        self._event_names: dict[tuple[str, ...], str] = {}  # event identity -> Event name (LRU)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.reconciles = 0
@@ -270,7 +272,7 @@ class Cluster:
             info = self.scheduler.nodes.get(name)
             cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
             if info is not None and info.cordoned != cordoned:
-                info.cordoned = cordoned
+                self.scheduler.set_node_state(name, cordoned=cordoned)
                 if not cordoned:
                     self.kubelet.retry_pending()
         elif key in ("secrets", "configmaps", "persistentvolumeclaims"):
@@ -307,15 +309,33 @@ class Cluster:
     def emit_event(
         self, obj: dict, reason: str, message: str, *, etype: str = "Normal", component: str = "lws"
     ) -> None:
+        """Record an Event on ``obj``; a repeat of the same event (same object, reason, message, type
+        and source) bumps ``count`` and ``lastTimestamp`` of the first, as client-go's EventCorrelator
+        does, instead of adding another object."""
         meta = obj["metadata"]
         now = rfc3339(self.now())
         ns = meta.get("namespace") or "default"
+        key = (meta.get("uid", ""), meta["name"], reason, message, etype, component)
+        seen = self._event_names.pop(key, None)
+        if seen is not None and self.store.get_raw("events", ns, seen) is not None:
+            self._event_names[key] = seen  # most recently used last (LRU order)
+
+            def bump(ev: dict) -> None:
+                ev["count"] = int(ev.get("count") or 1) + 1
+                ev["lastTimestamp"] = now
+
+            self.store.mutate("events", ns, seen, bump)
+            return
+        name = f"{meta['name']}.{next(self._events):x}"
+        self._event_names[key] = name
+        if len(self._event_names) > _EVENT_CACHE:  # the correlator's LRU is bounded too (4096)
+            self._event_names.pop(next(iter(self._event_names)))
         self.store.create(
             "events",
             {
                 "apiVersion": "v1",
                 "kind": "Event",
-                "metadata": {"name": f"{meta['name']}.{next(self._events):x}", "namespace": ns},
+                "metadata": {"name": name, "namespace": ns},
                 "involvedObject": {
                     "apiVersion": obj.get("apiVersion", "v1"),
                     "kind": obj.get("kind", ""),

@@ -89,7 +89,7 @@ def _set_node_ready(c: Cluster, node: str, ready: bool) -> None:
         ]
 
     c.store.mutate("nodes", "", node, edit, subresource="status")
-    c.scheduler.nodes[node].ready = ready
+    c.scheduler.set_node_state(node, ready=ready)
 
 
 def fail_node(c: Cluster, node: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lwsflow.controller.api.crd import crd_info
+
 
 @dataclass(frozen=True)
 class ResourceType:
@@ -35,14 +37,24 @@ class ResourceType:
         return f"{self.kind}List"
 
 
-LWS = ResourceType("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
-                   short_names=("lws",), has_scale=True,
-                   scale_selector_path="status.hpaPodSelector", categories=("all",))
-DS = ResourceType("disaggregatedset.x-k8s.io", "v1", "DisaggregatedSet", "disaggregatedsets",
-                  short_names=("ds",), categories=("all",))
-DS_ROLE_SCALER = ResourceType("disaggregatedset.x-k8s.io", "v1", "DisaggregatedSetRoleScaler",
-                              "disaggregatedsetrolescalers", has_scale=True,
-                              scale_selector_path="status.selector")
+def _from_crd(plural: str) -> ResourceType:
+    """A custom resource exactly as its packaged upstream CRD names it (kind, short names, categories,
+    scope, subresources): discovery must not invent names (``ds`` is DaemonSet's on a real cluster)."""
+    c = crd_info(plural)
+    scale = c.subresources.get("scale")
+    return ResourceType(
+        c.group, c.version, c.kind, c.plural, namespaced=c.namespaced, short_names=c.short_names,
+        has_status="status" in c.subresources, has_scale=scale is not None,
+        scale_spec_path=(scale or {}).get("specReplicasPath", ".spec.replicas").lstrip("."),
+        scale_status_path=(scale or {}).get("statusReplicasPath", ".status.replicas").lstrip("."),
+        scale_selector_path=(scale or {}).get("labelSelectorPath", "").lstrip("."),
+        categories=c.categories,
+    )
+
+
+LWS = _from_crd("leaderworkersets")
+DS = _from_crd("disaggregatedsets")
+DS_ROLE_SCALER = _from_crd("disaggregatedsetrolescalers")
 POD = ResourceType("", "v1", "Pod", "pods", short_names=("po",), categories=("all",))
 SERVICE = ResourceType("", "v1", "Service", "services", short_names=("svc",), categories=("all",))
 NODE = ResourceType("", "v1", "Node", "nodes", namespaced=False, short_names=("no",))
@@ -61,10 +73,21 @@ CONTROLLER_REVISION = ResourceType("apps", "v1", "ControllerRevision", "controll
 HPA = ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                    short_names=("hpa",), categories=("all",))
 LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", has_status=False)
+_RBAC = "rbac.authorization.k8s.io"
+ROLE = ResourceType(_RBAC, "v1", "Role", "roles", has_status=False)
+CLUSTER_ROLE = ResourceType(_RBAC, "v1", "ClusterRole", "clusterroles", namespaced=False, has_status=False)
+ROLE_BINDING = ResourceType(_RBAC, "v1", "RoleBinding", "rolebindings", has_status=False)
+CLUSTER_ROLE_BINDING = ResourceType(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings",
+                                    namespaced=False, has_status=False)
+# create-only: answered from RBAC, never stored (kubectl auth can-i)
+SELF_SUBJECT_ACCESS_REVIEW = ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+                                          "selfsubjectaccessreviews", namespaced=False, has_status=False,
+                                          verbs=("create",))
 
 ALL: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
     SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, PVC,
+    ROLE, CLUSTER_ROLE, ROLE_BINDING, CLUSTER_ROLE_BINDING, SELF_SUBJECT_ACCESS_REVIEW,
 )
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}

@@ -21,6 +21,7 @@ from lwsflow.controller.api import labels as L
 from lwsflow.sim import podconfig
 from lwsflow.sim.clock import _Timer
 from lwsflow.sim.podutil import annotation, is_terminating, label
+from lwsflow.sim.schedule_diagnosis import fit_error
 from lwsflow.sim.scheduler import PodNeeds
 from lwsflow.sim.store import rfc3339
 
@@ -70,6 +71,7 @@ class Kubelet:
         # pods waiting for a Secret/ConfigMap: key -> (run, stage "mount" | "config", images, dirty)
         self.blocked: dict[Key, tuple[PodRun, str, list[str], bool]] = {}
         self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
+        self._own_writes: dict[Key, str] = {}  # pod -> uid of our latest PodScheduled=False write
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -86,6 +88,7 @@ class Kubelet:
             self._release_reservation((ns, name))  # the group's leader went: its holds go too
         if pod is None:
             self.unschedulable.pop((ns, name), None)
+            self._own_writes.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
         if is_terminating(pod):
@@ -100,10 +103,13 @@ class Kubelet:
         if node:
             self._start(pod, node, PodNeeds.of(pod["spec"]), allocate=True)
         else:
-            self._schedule(pod)
+            # after our own PodScheduled write, try again (a retry may have coalesced with it) but
+            # record no second FailedScheduling for what is the same attempt
+            own = self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]
+            self._schedule(pod, record=not own)
 
     # -- scheduling -------------------------------------------------------------------------------------
-    def _schedule(self, pod: dict) -> None:
+    def _schedule(self, pod: dict, *, record: bool = True) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta.get("namespace", "default"), meta["name"]
         needs = PodNeeds.of(spec)
@@ -131,17 +137,7 @@ class Kubelet:
         placed = self.c.scheduler.place_gang(members, topo, gkey)
         if placed is None:
             self.unschedulable[(ns, name)] = None
-            if meta["uid"] not in self._reported:
-                self._reported.add(meta["uid"])
-                what = f"group of {len(members)} pods" if len(members) > 1 else "pod"
-                self.c.emit_event(
-                    pod,
-                    "FailedScheduling",
-                    f"0/{len(self.c.scheduler.nodes)} nodes are available for the {what} "
-                    f"({needs.gpu} GPUs per pod, scoring {self.c.scheduler.scoring})",
-                    etype="Warning",
-                    component="default-scheduler",
-                )
+            self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey), record)
             return
         self.unschedulable.pop((ns, name), None)
         if wneeds is not None:
@@ -153,6 +149,25 @@ class Kubelet:
             for w in res.slots:  # workers created before the leader was placed take their slots now
                 self.c.enqueue("pod", ns, f"{name}-{w}")
         self._bind(pod, placed[0], needs, allocated=False)
+
+    def _unschedulable(self, pod: dict, message: str, record: bool) -> None:
+        """What kube-scheduler records for a failed attempt: the PodScheduled=False condition (written
+        when it changes) and a FailedScheduling event (the recorder aggregates repeats by count)."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace", "default"), meta["name"])
+        st = pod.get("status") or {}
+        conds = [c for c in st.get("conditions") or () if c.get("type") != "PodScheduled"]
+        old = next((c for c in st.get("conditions") or () if c.get("type") == "PodScheduled"), None) or {}
+        was_false = old.get("status") == "False"
+        if not was_false or old.get("message") != message:
+            since = old.get("lastTransitionTime") if was_false else rfc3339(self.c.now())
+            cond = {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                    "lastTransitionTime": since, "reason": "Unschedulable", "message": message}
+            self._own_writes[key] = meta["uid"]
+            self._write_status(key, {**st, "phase": "Pending", "conditions": [cond, *conds]})
+        if record:
+            self.c.emit_event(pod, "FailedScheduling", message, etype="Warning",
+                              component="default-scheduler")
 
     def _bind(self, pod: dict, node: str, needs: PodNeeds, *, allocated: bool) -> None:
         store = self.c.store

@@ -86,9 +86,16 @@ class Scheduler:
         self.nodes: dict[str, NodeInfo] = {}
         self._levels = FreeLevels()
         self._domains: dict[str, dict[str, list[str]]] = {}  # topology key -> value -> node names
+        # FailedScheduling messages by pod shape, valid until anything that can change a placement
+        self.fit_errors: dict[tuple[object, ...], str] = {}
 
     # -- node accounting -------------------------------------------------------------------------------
+    def _changed(self) -> None:
+        if self.fit_errors:
+            self.fit_errors.clear()
+
     def add_node(self, node: NodeInfo) -> None:
+        self._changed()
         self.nodes[node.name] = node
         self._levels.add(node.name, node.free_gpus)
         self._domains.clear()
@@ -97,6 +104,7 @@ class Scheduler:
         self._levels.move(node.name, before, node.free_gpus)
 
     def allocate(self, node_name: str, needs: PodNeeds, group_key: str = "", sign: int = 1) -> None:
+        self._changed()
         node = self.nodes[node_name]
         before = node.free_gpus
         node.used_gpus += sign * needs.gpu
@@ -112,7 +120,18 @@ class Scheduler:
         if node_name in self.nodes:
             self.allocate(node_name, needs, group_key, sign=-1)
 
+    def set_node_state(self, node_name: str, *, ready: bool | None = None,
+                       cordoned: bool | None = None) -> None:
+        """Readiness (node lifecycle) or ``spec.unschedulable`` (cordon) of one node changed."""
+        self._changed()
+        node = self.nodes[node_name]
+        if ready is not None:
+            node.ready = ready
+        if cordoned is not None:
+            node.cordoned = cordoned
+
     def set_gpus(self, node_name: str, gpus: int) -> None:
+        self._changed()
         node = self.nodes[node_name]
         before = node.free_gpus
         node.gpus = gpus

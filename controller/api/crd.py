@@ -39,6 +39,7 @@ class CrdInfo:
     plural: str
     singular: str
     short_names: tuple[str, ...]
+    categories: tuple[str, ...]
     namespaced: bool
     subresources: dict[str, Any]
     printer_columns: tuple[dict[str, Any], ...]
@@ -62,6 +63,7 @@ def extract_crd(crd: dict[str, Any]) -> dict[str, Any]:
         "plural": names["plural"],
         "singular": names.get("singular", names["kind"].lower()),
         "shortNames": list(names.get("shortNames", [])),
+        "categories": list(names.get("categories", [])),
         "scope": spec.get("scope", "Namespaced"),
         "subresources": version.get("subresources", {}),
         "additionalPrinterColumns": version.get("additionalPrinterColumns", []),
@@ -98,6 +100,7 @@ def crd_info(plural: str) -> CrdInfo:
     return CrdInfo(
         group=d["group"], version=d["version"], kind=d["kind"], list_kind=d["listKind"],
         plural=d["plural"], singular=d["singular"], short_names=tuple(d["shortNames"]),
+        categories=tuple(d.get("categories", ())),
         namespaced=d["scope"] == "Namespaced", subresources=d["subresources"],
         printer_columns=tuple(d["additionalPrinterColumns"]), schema=d["openAPIV3Schema"],
     )

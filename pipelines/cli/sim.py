@@ -11,5 +11,5 @@ from lwsflow.pipelines.cli.app import app
 sim_app = typer.Typer(help="The embedded, virtual-time GPU cluster.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")
 
-for _name in ("sim_run", "sim_serve", "sim_evaluate"):
+for _name in ("sim_run", "sim_serve", "sim_evaluate", "sim_token"):
     importlib.import_module(f"lwsflow.pipelines.cli.{_name}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver import core_admission
+from lwsflow.sim.apiserver import core_admission, rbac_validation
 
 _CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io")
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -96,6 +96,12 @@ def admit(
 ) -> tuple[dict[str, Any], list[str]]:
     """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
     name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
+    if rtype.group == rbac_validation.GROUP:
+        rbac_validation.default(rtype, obj)
+        problems = rbac_validation.validate(rtype, obj, old)
+        if problems:
+            raise invalid(rtype, name, problems)
+        return obj, []
     if not is_crd(rtype):
         core_admission.default(rtype, obj)
         errors = core_admission.validate(rtype, obj, old)

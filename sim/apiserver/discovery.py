@@ -1,6 +1,6 @@
 """Discovery documents: ``/version``, ``/api``, ``/apis`` and the per group-version resource lists.
 
-kubectl builds its REST mapping (short names ``lws``/``ds``, categories for ``get all``, the scale
+kubectl builds its REST mapping (short names ``lws``/``dsrs``, categories for ``get all``, the scale
 subresource's kind) from these, so they mirror what kube-apiserver and the CRDs publish.
 """
 

@@ -101,10 +101,42 @@ def _decode(kind: str, buf: bytes) -> dict[str, Any]:
                 obj["spec"] = {"finalizers": finalizers}
         elif kind == "ServiceAccount" and num == 4:
             obj["automountServiceAccountToken"] = bool(v)
+        elif kind == "SelfSubjectAccessReview" and num == 2 and isinstance(v, bytes):
+            obj["spec"] = _access_review_spec(v)
+        elif kind == "TokenRequest" and num == 2 and isinstance(v, bytes):
+            obj["spec"] = _token_request_spec(v)
     return obj
 
 
-SUPPORTED = ("ConfigMap", "Secret", "Namespace", "ServiceAccount")
+_RESOURCE_ATTRS = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource",
+                   7: "name"}
+
+
+def _access_review_spec(buf: bytes) -> dict[str, Any]:
+    """SelfSubjectAccessReviewSpec: resourceAttributes (1) or nonResourceAttributes (2: path, verb)."""
+    spec: dict[str, Any] = {}
+    for num, v in _fields(buf):
+        if num == 1 and isinstance(v, bytes):
+            spec["resourceAttributes"] = {_RESOURCE_ATTRS[n]: _str(x) for n, x in _fields(v)
+                                          if n in _RESOURCE_ATTRS and _str(x)}
+        elif num == 2 and isinstance(v, bytes):
+            spec["nonResourceAttributes"] = {{1: "path", 2: "verb"}[n]: _str(x) for n, x in _fields(v)
+                                             if n in (1, 2) and _str(x)}
+    return spec
+
+
+def _token_request_spec(buf: bytes) -> dict[str, Any]:
+    """TokenRequestSpec: audiences (1), expirationSeconds (4); the bound object is not modelled."""
+    spec: dict[str, Any] = {}
+    for num, v in _fields(buf):
+        if num == 1:
+            spec.setdefault("audiences", []).append(_str(v))
+        elif num == 4 and isinstance(v, int):
+            spec["expirationSeconds"] = v
+    return spec
+
+
+SUPPORTED = ("ConfigMap", "Secret", "Namespace", "ServiceAccount", "SelfSubjectAccessReview", "TokenRequest")
 
 
 def decode_k8s_protobuf(raw: bytes) -> dict[str, Any]:

@@ -20,7 +20,7 @@ class Route:
     rtype: kinds.ResourceType
     namespace: str  # "" for cluster-scoped kinds and all-namespace lists
     name: str  # "" for collections
-    subresource: str  # "", "status" or "scale"
+    subresource: str  # "", "status", "scale" or "token" (serviceaccounts)
 
 
 def resource_type(group: str, version: str, plural: str) -> kinds.ResourceType:
@@ -55,7 +55,9 @@ def parse_resource_path(path: str) -> Route | None:
     sub = rest[2] if len(rest) > 2 else ""
     if sub == "finalize":
         sub = ""
-    if sub and (
+    if sub == "token" and rtype is kinds.SERVICE_ACCOUNT and name:
+        pass  # the TokenRequest subresource (create only)
+    elif sub and (
         sub not in ("status", "scale")
         or (sub == "scale" and not rtype.has_scale)
         or (sub == "status" and not rtype.has_status)

@@ -26,17 +26,20 @@ from lwsflow.controller.errors import (
     MethodNotAllowed,
     NotFound,
     ServerError,
+    Unprocessable,
 )
+from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import discovery, openapi, tables
-from lwsflow.sim.apiserver.auth import check_bearer
+from lwsflow.sim.apiserver.auth import Authenticator
 from lwsflow.sim.apiserver.faults import ApiFaults
+from lwsflow.sim.apiserver.rbac import Attributes, User, authorize, forbidden_error, impersonate
 from lwsflow.sim.apiserver.resources import Resources, WriteOptions, decode_body
 from lwsflow.sim.apiserver.routing import Route, parse_resource_path
 from lwsflow.sim.apiserver.tls import self_signed
 from lwsflow.sim.apiserver.watch import WatchOptions, stream_watch
 from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
 from lwsflow.sim.kubeconfig import register_ca, write_kubeconfig
-from lwsflow.sim.store import Store
+from lwsflow.sim.store import Store, rfc3339
 
 RequestRecord = tuple[str, str, str, str, str, str]  # verb, group, resource, subresource, namespace, name
 _HEALTH = ("/healthz", "/readyz", "/livez")
@@ -75,6 +78,7 @@ class ApiServer:
         self.gone_as_http = gone_as_http  # False: 410 as a watch ERROR event (what kube-apiserver sends)
         self.bookmark_interval_s = bookmark_interval_s
         self.resources = Resources(store)
+        self.auth = Authenticator(store, token)
         # the latest requests (bounded: `sim serve` runs for days); verbs_used() keeps every verb seen
         self.request_log: deque[RequestRecord] = deque(maxlen=request_log_max)
         self._verbs: set[tuple[str, str, str]] = set()
@@ -165,6 +169,7 @@ def _verb(method: str, route: Route, q: dict[str, str]) -> str:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: ApiServer
+    user: User  # who the current request is from (authenticated, maybe impersonated)
 
     def setup(self) -> None:
         super().setup()
@@ -216,12 +221,18 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path in _HEALTH or url.path.startswith(tuple(f"{h}/" for h in _HEALTH)):
                 self.send_json(200, b"ok")
                 return
-            check_bearer(self.headers.get("Authorization"), api.token)
+            user = api.auth.authenticate(self.headers.get("Authorization"), api.clock())
+            if self.headers.get("Impersonate-User"):  # kubectl --as / --as-group
+                user = impersonate(api.store, user, self.headers["Impersonate-User"],
+                                   tuple(self.headers.get_all("Impersonate-Group") or ()))
+            self.user = user
             route = parse_resource_path(url.path)
             if route is not None:
                 verb = _verb(method, route, q)
                 t = route.rtype
                 api.log((verb, t.group, t.plural, route.subresource, route.namespace, route.name))
+                if not user.is_admin:
+                    self._authorize(user, verb, route)
                 fault = api.faults.request_fault(verb, url.path)
                 if fault is not None:
                     raise fault
@@ -230,6 +241,11 @@ class _Handler(BaseHTTPRequestHandler):
                 except NotFound as err:
                     raise _qualified(err, route) from None
                 return
+            if not user.is_admin:
+                attrs = Attributes(method.lower(), path=url.path)
+                decision = authorize(api.store, user, attrs)
+                if not decision.allowed:
+                    raise forbidden_error(user, attrs, decision.reason)
             if method != "GET":
                 raise MethodNotAllowed("the server does not allow this method on the requested resource")
             fault = api.faults.request_fault("get", url.path)
@@ -245,6 +261,21 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # a bug must cost one request a 500, never the connection thread
             self.close_connection = True
             self.send_error_status(ServerError(f"internal error: {type(err).__name__}: {err}"))
+
+    def _authorize(self, user: User, verb: str, route: Route) -> None:
+        """RBAC for one resource request; an apply that would create the object also needs ``create``
+        (kube-apiserver authorises the create its patch handler performs)."""
+        t, store = route.rtype, self.api.store
+        checks = [verb]
+        applying = "apply-patch" in (self.headers.get("Content-Type") or "")
+        if (verb == "patch" and applying and not route.subresource
+                and store.get_raw(t.key, route.namespace, route.name) is None):
+            checks.append("create")
+        for v in checks:
+            attrs = Attributes(v, t.group, t.plural, route.subresource, route.namespace, route.name)
+            decision = authorize(store, user, attrs)
+            if not decision.allowed:
+                raise forbidden_error(user, attrs, decision.reason)
 
     def _static(self, path: str) -> None:
         api = self.api
@@ -298,10 +329,17 @@ class _Handler(BaseHTTPRequestHandler):
             force=q.get("force", "").lower() == "true",
         )
         status = 200
+        create_only = route.subresource == "token" or route.rtype is kinds.SELF_SUBJECT_ACCESS_REVIEW
+        if verb != "create" and create_only:
+            raise MethodNotAllowed("the server does not allow this method on the requested resource")
         if verb == "get":
             body = res.get(route)
         elif verb == "list":
             body = res.list(route, q)
+        elif verb == "create" and route.subresource == "token":
+            body, status = self._token_request(route, raw), 201
+        elif verb == "create" and route.rtype is kinds.SELF_SUBJECT_ACCESS_REVIEW:
+            body, status = self._access_review(decode_body(raw, self.headers.get("Content-Type", ""))), 201
         elif verb == "create":
             if route.name:
                 raise MethodNotAllowed("POST to a named resource is not allowed")
@@ -342,6 +380,58 @@ class _Handler(BaseHTTPRequestHandler):
             else None
         )
         self.send_json(status, body, headers)
+
+    def _token_request(self, route: Route, raw: bytes) -> dict[str, Any]:
+        """TokenRequest (authentication.k8s.io/v1): a token for the ServiceAccount, default 1 hour."""
+        api = self.api
+        sa = api.store.get(kinds.SERVICE_ACCOUNT.key, route.namespace, route.name)
+        req = decode_body(raw, self.headers.get("Content-Type", "")) if raw else None
+        spec = dict((req or {}).get("spec") or {}) if isinstance(req, dict) else {}
+        seconds = spec.get("expirationSeconds", 3600)
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 600:
+            raise Unprocessable(
+                f'TokenRequest.authentication.k8s.io "{route.name}" is invalid: spec.expirationSeconds: '
+                f"Invalid value: {seconds}: may not specify a duration less than 10 minutes",
+                details={"name": route.name, "group": "authentication.k8s.io", "kind": "TokenRequest"},
+            )
+        now = api.clock()
+        token = api.auth.mint(sa, now + seconds)
+        return {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": route.name, "namespace": route.namespace, "creationTimestamp": None},
+            "spec": {"audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
+                     "expirationSeconds": seconds, "boundObjectRef": spec.get("boundObjectRef")},
+            "status": {"token": token, "expirationTimestamp": rfc3339(now + seconds)},
+        }
+
+    def _access_review(self, review: Any) -> dict[str, Any]:
+        """SelfSubjectAccessReview: may the caller do this? (``kubectl auth can-i``)."""
+        spec = (review.get("spec") or {}) if isinstance(review, dict) else {}
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if ra:
+            attrs = Attributes(ra.get("verb", ""), ra.get("group", ""), ra.get("resource", ""),
+                               ra.get("subresource", ""), ra.get("namespace", ""), ra.get("name", ""))
+        elif nra:
+            attrs = Attributes(nra.get("verb", ""), path=nra.get("path", "") or "/")
+        else:
+            raise Unprocessable(
+                "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes: "
+                "Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes "
+                "must be specified",
+                details={"group": "authorization.k8s.io", "kind": "SelfSubjectAccessReview"},
+            )
+        decision = authorize(self.api.store, self.user, attrs)
+        status: dict[str, Any] = {"allowed": decision.allowed}
+        if decision.reason:
+            status["reason"] = decision.reason
+        return {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
 
 
 def _qualified(err: NotFound, route: Route) -> NotFound:

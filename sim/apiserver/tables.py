@@ -154,6 +154,26 @@ _ACCESS_MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany":
                  "ReadWriteOncePod": "RWOP"}
 NAME: Column = ("Name", "string", 0, _name)
 AGE: Column = ("Age", "string", 0, _age)
+def _subjects(kind: str) -> Callable[[dict[str, Any], float], str]:
+    def cell(o: dict[str, Any], now: float) -> str:
+        sa = kind == "ServiceAccount"
+        names = [f"{s.get('namespace', '')}/{s.get('name', '')}" if sa else s.get("name", "")
+                 for s in o.get("subjects") or () if s.get("kind") == kind]
+        return ", ".join(names)
+
+    return cell
+
+
+_BINDING: list[Column] = [
+    NAME,
+    ("Role", "string", 0, lambda o, n: f"{(o.get('roleRef') or {}).get('kind', '')}/"
+                                       f"{(o.get('roleRef') or {}).get('name', '')}"),
+    AGE,
+    ("Users", "string", 1, _subjects("User")),
+    ("Groups", "string", 1, _subjects("Group")),
+    ("ServiceAccounts", "string", 1, _subjects("ServiceAccount")),
+]
+
 _BUILTIN: dict[str, list[Column]] = {
     "pods": [
         NAME,
@@ -230,6 +250,12 @@ _BUILTIN: dict[str, list[Column]] = {
         AGE,
         ("VolumeMode", "string", 1, _get("spec.volumeMode", "")),
     ],
+    "serviceaccounts": [NAME, ("Secrets", "string", 0, lambda o, n: len(o.get("secrets") or ())), AGE],
+    "roles.rbac.authorization.k8s.io": [NAME, ("Created At", "date", 0, _get("metadata.creationTimestamp"))],
+    "clusterroles.rbac.authorization.k8s.io": [
+        NAME, ("Created At", "date", 0, _get("metadata.creationTimestamp"))],
+    "rolebindings.rbac.authorization.k8s.io": _BINDING,
+    "clusterrolebindings.rbac.authorization.k8s.io": _BINDING,
 }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from apiserver_helpers import http
 
+from lwsflow.controller.api.crd import crd_info
+from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import ApiServer
 
 
@@ -21,14 +23,36 @@ def test_lws_resource_list(server: ApiServer) -> None:
     lws = by_name["leaderworkersets"]
     assert lws["shortNames"] == ["lws"] and lws["kind"] == "LeaderWorkerSet" and lws["namespaced"]
     assert {"get", "list", "watch", "create", "update", "patch", "delete"} <= set(lws["verbs"])
-    assert lws["categories"] == ["all"]
+    assert "categories" not in lws  # the upstream CRD declares none: `kubectl get all` omits LWS
     scale = by_name["leaderworkersets/scale"]
     assert (scale["group"], scale["version"], scale["kind"]) == ("autoscaling", "v1", "Scale")
     assert by_name["leaderworkersets/status"]["verbs"] == ["get", "patch", "update"]
-    ds = {r["name"]: r for r in http(server, "GET", "/apis/disaggregatedset.x-k8s.io/v1")[2]["resources"]}
-    assert ds["disaggregatedsets"]["shortNames"] == ["ds"]
     core = {r["name"]: r for r in http(server, "GET", "/api/v1")[2]["resources"]}
     assert core["nodes"]["namespaced"] is False and "pods/status" in core
+
+
+def test_custom_resource_names_are_the_upstream_crds() -> None:
+    """Discovery names come from the packaged upstream CRDs (spec.names): ``lws`` and ``dsrs``, and no
+    short name for DisaggregatedSet, since on a real cluster ``ds`` is the DaemonSet short name."""
+    for plural in ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers"):
+        info = crd_info(plural)
+        t = kinds.BY_KEY[f"{plural}.{info.group}"]
+        assert (t.kind, t.short_names, t.categories, t.namespaced) == (
+            info.kind, info.short_names, info.categories, info.namespaced)
+        assert (t.has_status, t.has_scale) == ("status" in info.subresources, "scale" in info.subresources)
+
+
+def test_ds_and_dsrs_discovery(server: ApiServer) -> None:
+    body = http(server, "GET", "/apis/disaggregatedset.x-k8s.io/v1")[2]
+    by_name = {r["name"]: r for r in body["resources"]}
+    assert "shortNames" not in by_name["disaggregatedsets"]
+    dsrs = by_name["disaggregatedsetrolescalers"]
+    assert (dsrs["kind"], dsrs["shortNames"], dsrs["singularName"]) == (
+        "DisaggregatedSetRoleScaler", ["dsrs"], "disaggregatedsetrolescaler")
+    assert by_name["disaggregatedsetrolescalers/scale"]["kind"] == "Scale"
+    assert {"disaggregatedsets/status", "disaggregatedsetrolescalers/status"} <= set(by_name)
+    core = {r["name"] for r in http(server, "GET", "/api/v1")[2]["resources"]}
+    assert "ds" not in {s for r in body["resources"] for s in r.get("shortNames", [])} and core
 
 
 def test_openapi_v3_lets_kubectl_validate_on_the_server(server: ApiServer) -> None:

@@ -50,13 +50,17 @@ def test_apply_get_table_and_yaml(kubectl, store: Store) -> None:
     assert (got["spec"]["replicas"], got["metadata"]["generation"]) == (5, 2)
 
 
-def test_apply_ds_sample_and_short_name(kubectl) -> None:
+def test_apply_ds_sample_and_names(kubectl) -> None:
+    """DisaggregatedSet has no short name upstream (``ds`` is DaemonSet's on a real cluster)."""
     kubectl("apply", "-f", str(DS_SAMPLE))
     name = example(DS_SAMPLE)["metadata"]["name"]
     assert (
-        kubectl("get", "ds", "-o", "name").stdout.strip()
+        kubectl("get", "disaggregatedsets", "-o", "name").stdout.strip()
         == f"disaggregatedset.disaggregatedset.x-k8s.io/{name}"
     )
+    bad = kubectl("get", "ds", check=False)
+    assert bad.returncode == 1 and 'the server doesn\'t have a resource type "ds"' in bad.stderr
+    assert kubectl("get", "dsrs", "-o", "name").stdout.strip() == ""
 
 
 def test_patch_label_scale_delete(kubectl) -> None:

@@ -3,8 +3,10 @@ request log over a rollout, a rollback (with a forced group recreate), a P/D pai
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
+import pytest
 from rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
 from lwsflow.controller.api import labels as L
@@ -71,3 +73,77 @@ def test_kustomization_lists_every_file() -> None:
     doc = load_yaml_documents(RBAC / "kustomization.yaml")[0]
     assert sorted(doc["resources"]) == sorted(p.name for p in RBAC.glob("*.yaml")
                                               if p.name != "kustomization.yaml")
+
+
+# -- the shipped RBAC, enforced: the controller runs with its own ServiceAccount token only -------------
+def _install_rbac(env: Env, tmp_path: Path, *, drop_verb: tuple[str, str] | None = None) -> Path:
+    """kubectl apply -k overlays/rbac (optionally with one verb taken out of one rule), then a
+    kubeconfig for the controller's ServiceAccount from `lwsflow sim token`."""
+    import shutil
+    import subprocess
+    import sys
+
+    from lwsflow.controller.errors import Conflict
+    from lwsflow.pipelines.cli import main
+
+    with contextlib.suppress(Conflict):  # namespaces are explicit on a real cluster
+        env.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "lwsflow-system"}})
+    overlay = tmp_path / "rbac"
+    shutil.copytree(RBAC, overlay)
+    if drop_verb is not None:
+        resource, verb = drop_verb
+        role = load_yaml_documents(overlay / "clusterrole.yaml")[0]
+        for rule in role["rules"]:
+            if resource in rule["resources"]:
+                rule["verbs"].remove(verb)
+        (overlay / "clusterrole.yaml").write_text(dump_yaml(role))
+    kubectl = Path(sys.executable).parent / "kubectl"
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k", str(overlay)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    sa = tmp_path / "controller.kubeconfig"
+    assert main(["sim", "token", "lwsflow-rollout", "-n", "lwsflow-system",
+                 "--kubeconfig", str(env.kubeconfig), "--kubeconfig-out", str(sa)]) == 0
+    return sa
+
+
+def test_staged_rollout_with_only_the_controller_service_account(env: Env, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """overlays/rbac is sufficient: a staged rollout completes with the ServiceAccount's token, every
+    request authorised by the shipped ClusterRole through RBAC (no admin token anywhere)."""
+    from lwsflow.pipelines.cli import main
+
+    base = lws_manifest("m", replicas=2)
+    env.create_ready(base)
+    sa = _install_rbac(env, tmp_path)
+    mf = tmp_path / "m.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    code = main(["rollout", "lws/m", "-n", NS, "--kubeconfig", str(sa), "--manifest", str(mf),
+                 "--stages", "1,100%"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "succeeded" in out.out
+
+
+def test_a_missing_verb_fails_the_rollout_with_403(env: Env, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Without `patch` on leaderworkersets the controller cannot start: kube-apiserver's 403, one
+    error line, exit 1, and the LWS untouched."""
+    from lwsflow.controller.kube.resources import LWS
+    from lwsflow.controller.rollout import gate
+    from lwsflow.pipelines.cli import main
+
+    base = lws_manifest("m", replicas=2)
+    env.create_ready(base)
+    sa = _install_rbac(env, tmp_path, drop_verb=("leaderworkersets", "patch"))
+    mf = tmp_path / "m.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    code = main(["rollout", "lws/m", "-n", NS, "--kubeconfig", str(sa), "--manifest", str(mf),
+                 "--stages", "1,100%"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and err.count("\n") == 0, err
+    assert err == ('error: 403 Forbidden: leaderworkersets.leaderworkerset.x-k8s.io "m" is forbidden: User '
+                   '"system:serviceaccount:lwsflow-system:lwsflow-rollout" cannot patch resource '
+                   f'"leaderworkersets" in API group "leaderworkerset.x-k8s.io" in the namespace "{NS}"')
+    live = env.kube.get(LWS, NS, "m")
+    assert gate.partition(live) == 0 and live["metadata"]["generation"] == 1

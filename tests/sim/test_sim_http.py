@@ -79,3 +79,30 @@ def test_kubectl_sample_and_client_watch_rollout(served):
     leaders = client.CoreV1Api(config.new_client_from_config(str(kubeconfig))).list_namespaced_pod(
         "default", label_selector="leaderworkerset.sigs.k8s.io/worker-index=0").items
     assert {p.spec.containers[0].image for p in leaders} == {"nginxinc/nginx-unprivileged:1.28"}
+
+
+def test_kubectl_describe_shows_why_a_pod_is_pending(served):
+    """`kubectl describe pod` of a pod nothing can take: PodScheduled False and kube-scheduler's
+    FailedScheduling message (28 nodes of the default cluster: 4 CPU nodes, 24 tainted GPU nodes)."""
+    import json
+    import subprocess
+    kubeconfig = served
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "greedy", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "vllm:v1",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "apply", "-f", "-"], input=json.dumps(pod),
+                   capture_output=True, text=True, timeout=30, check=True)
+    msg = ("0/28 nodes are available: 24 node(s) had untolerated taint(s), 4 Insufficient nvidia.com/gpu. "
+           "preemption: 0/28 nodes are available: 24 Preemption is not helpful for scheduling, "
+           "4 No preemption victims found for incoming pod.")
+    end = time.monotonic() + 20
+    out = ""
+    while time.monotonic() < end and "FailedScheduling" not in out:
+        out = _kubectl(kubeconfig, "describe", "pod", "greedy")
+        time.sleep(0.2)
+    assert "FailedScheduling" in out and "default-scheduler" in out
+    assert " ".join(msg.split()) in " ".join(out.split())
+    cond = next(c for c in json.loads(_kubectl(kubeconfig, "get", "pod", "greedy", "-o", "json"))["status"][
+        "conditions"] if c["type"] == "PodScheduled")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", msg)
+    assert any(line.split()[:2] == ["PodScheduled", "False"] for line in out.splitlines())

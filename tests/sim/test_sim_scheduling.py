@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sim_helpers import NS, TOPO, available, make_lws, small_config
+from sim_helpers import GPU_TOLERATION, NS, TOPO, available, make_lws, small_config
 
 from lwsflow.controller.api import labels as L
 from lwsflow.sim.cluster import Cluster
@@ -108,3 +108,95 @@ def test_default_cluster_shape():
     assert gpu[0]["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
     pools = [n["metadata"]["labels"][L.NODE_POOL] for n in c.store.iter_raw("nodes")]
     assert pools.count("cpu") == 4 and pools.count("l40sx4") == 8
+
+
+# -- why a pod stays Pending: kube-scheduler's FitError, condition and event ----------------------------
+def _bare_pod(name: str, gpus: int, *, tolerate: bool = True, selector: dict | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "c", "image": "vllm:v1",
+                                  "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if tolerate:
+        spec["tolerations"] = [dict(GPU_TOLERATION)]
+    if selector:
+        spec["nodeSelector"] = selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def _scheduled_cond(c: Cluster, pod: str) -> dict:
+    conds = c.store.get("pods", NS, pod)["status"]["conditions"]
+    return next(x for x in conds if x["type"] == "PodScheduled")
+
+
+def _failed(c: Cluster, pod: str) -> list[dict]:
+    return [e for e in c.store.list("events", NS)[0]
+            if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == pod]
+
+
+def test_pending_pod_gets_the_kube_scheduler_fit_error():
+    """kube-scheduler's FitError.Error() (pkg/scheduler/framework/types.go): per node the first failing
+    filter's reasons, counted and sorted as strings, then the preemption PostFilter's verdict; the same
+    text goes into PodScheduled=False/Unschedulable and a Warning FailedScheduling event from
+    default-scheduler. Taints are not named since kubernetes/kubernetes#134740."""
+    c = Cluster(small_config(nodes=4, domains=1))  # 2 CPU nodes (no GPUs) + 4 tainted 8-GPU nodes
+    c.store.create("pods", _bare_pod("no-toleration", 1, tolerate=False))
+    c.store.create("pods", _bare_pod("too-big", 9))
+    c.store.create("pods", _bare_pod("nowhere", 1, selector={"lwsflow.io/node-pool": "tpu"}))
+    c.advance(30)
+    cond = _scheduled_cond(c, "no-toleration")
+    msg = ("0/6 nodes are available: 2 Insufficient nvidia.com/gpu, 4 node(s) had untolerated taint(s). "
+           "preemption: 0/6 nodes are available: 2 No preemption victims found for incoming pod, "
+           "4 Preemption is not helpful for scheduling.")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", msg)
+    assert c.store.get("pods", NS, "no-toleration")["status"]["phase"] == "Pending"
+    [ev] = _failed(c, "no-toleration")
+    assert (ev["type"], ev["message"], ev["source"]["component"]) == ("Warning", msg, "default-scheduler")
+    assert _scheduled_cond(c, "too-big")["message"] == (
+        "0/6 nodes are available: 6 Insufficient nvidia.com/gpu. "
+        "preemption: 0/6 nodes are available: 6 No preemption victims found for incoming pod.")
+    # NodeAffinity runs before NodeResourcesFit: the CPU nodes fail on the selector first
+    assert _scheduled_cond(c, "nowhere")["message"] == (
+        "0/6 nodes are available: 6 node(s) didn't match Pod's node affinity/selector. "
+        "preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.")
+    # a cordoned node reports NodeUnschedulable first
+    c.store.mutate("nodes", "", "gpu-0000", lambda o: o["spec"].__setitem__("unschedulable", True))
+    c.kubelet.retry_pending()
+    c.advance(30)
+    assert _scheduled_cond(c, "no-toleration")["message"].startswith(
+        "0/6 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu, "
+        "3 node(s) had untolerated taint(s). preemption:")
+
+
+def test_repeated_scheduling_failures_aggregate_into_one_event():
+    """client-go's EventCorrelator: an identical event bumps count and lastTimestamp of the first
+    (kubectl describe shows "(x3 over ...)"), it does not add objects."""
+    c = Cluster(small_config(nodes=4, domains=1))
+    c.store.create("pods", _bare_pod("too-big", 9))
+    c.advance(10)
+    for _ in range(2):
+        c.kubelet.retry_pending()  # another scheduling attempt (e.g. after a pod went away)
+        c.advance(10)
+    [ev] = _failed(c, "too-big")
+    assert ev["count"] == 3 and ev["lastTimestamp"] > ev["firstTimestamp"]
+    assert len(c.store.list("events", NS)[0]) == 1
+
+
+def test_gang_and_exclusive_topology_reasons():
+    """The leader alone fits but its group does not (gang): those nodes say so. With exclusive topology
+    the webhook's required pod anti-affinity rejects every domain that holds another group."""
+    c = Cluster(small_config(nodes=4, domains=1))
+    for i in range(3):
+        c.store.create("pods", _bare_pod(f"hog-{i}", 8))
+    c.advance(30)
+    c.store.create(LWS, make_lws("demo", replicas=1, size=3))
+    c.advance(60)
+    assert _scheduled_cond(c, "demo-0")["message"] == (
+        "0/6 nodes are available: 1 node(s) could not also hold the other 2 pod(s) of the group, "
+        "5 Insufficient nvidia.com/gpu. preemption: 0/6 nodes are available: 6 No preemption victims "
+        "found for incoming pod.")
+    c = Cluster(small_config(nodes=8, domains=4))
+    c.store.create(LWS, make_lws("demo", replicas=5, size=2, gpus=1,
+                                 annotations={L.EXCLUSIVE_TOPOLOGY: TOPO}))
+    c.advance(1200)
+    [stuck] = [g for g in range(5) if _node(c, f"demo-{g}") is None]
+    assert _scheduled_cond(c, f"demo-{stuck}")["message"] == (
+        "0/10 nodes are available: 2 Insufficient nvidia.com/gpu, 8 node(s) didn't match pod anti-affinity "
+        "rules. preemption: 0/10 nodes are available: 10 No preemption victims found for incoming pod.")
