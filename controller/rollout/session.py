@@ -20,6 +20,7 @@ from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.ds import DsRollout, refuse_pause
 from lwsflow.controller.rollout.engine import LwsRollout, Outcome, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
+from lwsflow.controller.rollout.stages import resolve_stages
 from lwsflow.controller.yamlio import load_yaml_documents
 
 # used with fullmatch: a "$" would let "lws/x\n" through as lws/x
@@ -159,6 +160,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     docs = load_manifests(manifest, target) if manifest else {}
     if target.kind == "pair":
         live = find_pair(kube, target.namespace, target.name)
+        check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
         for role in ROLES:
             _refuse_other_manifest(live[role], docs.get(role))
             if not state.RolloutState.from_object(live[role]).active:
@@ -172,6 +174,8 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     ds = target.kind == "ds"
     live = _get(kube, target)
     doc = docs.get("")
+    if not ds:  # a DisaggregatedSet rolls in one gated stage: --stages does not apply
+        check_stages(opts.stages, [doc or live])
     _refuse_other_manifest(live, doc)
     if not state.RolloutState.from_object(live).active:
         current = doc or live
@@ -186,6 +190,13 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                 doc = checked
     return (DsRollout if ds else LwsRollout)(kube, target.namespace, target.name, opts, clock,
                                              manifest=doc, on_step=on_step).run()
+
+
+def check_stages(stages: str, objs: list[dict]) -> None:
+    """Refuse stages that cannot resolve for these objects, before the persisted state is looked at:
+    a finished or running rollout must not turn a bad ``--stages`` into "already succeeded".
+    A pair's stages resolve against its larger role, as PairRollout does."""
+    resolve_stages(stages, max(gate.replicas(o) for o in objs))
 
 
 def _budget_patch(live: dict, checked: dict, ds: bool) -> dict:

@@ -316,3 +316,87 @@ def test_gitops_auto_budget_writes_the_budget_on_the_live_lws(tmp_path: Path,
         assert gate.partition(final) == 2 and gate.lws_fully_rolled(final).passed  # frozen at rest
     finally:
         env.close()
+
+
+def _interrupted_at_stage_2(env: Env, name: str) -> dict:
+    base = lws_manifest(name, replicas=4)
+    env.create_ready(base)
+
+    def stop(step: str) -> None:
+        if step == "stage-2-passed":
+            raise Interrupted(step)
+    with pytest.raises(Interrupted):
+        LwsRollout(env.kube, NS, name, RolloutOptions(stages="1,2,3,100%"), env.clock(),
+                   manifest=new_release(base), on_step=stop).run()
+    return base
+
+
+@pytest.mark.parametrize("action", ["abort", "pause", "resume", "status"])
+def test_action_with_manifest_is_refused_before_any_write(env: Env, tmp_path: Path, action: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.3: `abort --manifest` wrote the abort annotation and then exited 2; `pause --manifest`
+    ignored the file. Every argument is validated before the first request that writes."""
+    base = _interrupted_at_stage_2(env, "v")
+    mf = tmp_path / "v.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    before = env.kube.get(LWS, NS, "v")
+    assert main(cli(env, action, "lws/v", "--manifest", str(mf))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and err.count("\n") == 0 and "manifest" in err
+    after = env.kube.get(LWS, NS, "v")
+    assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert after["spec"] == before["spec"]
+    st = state.RolloutState.from_object(after)
+    assert st.active and not st.abort and not st.paused
+
+
+def test_bad_stages_refused_even_after_success(env: Env, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.3: stages are validated before the persisted state is looked at: a finished rollout
+    does not turn `--stages 50%,25%` into `already succeeded`, exit 0."""
+    base = lws_manifest("done", replicas=4)
+    env.create_ready(base)
+    mf = tmp_path / "done.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    assert main(cli(env, "lws/done", "--manifest", str(mf), "--stages", "1,100%")) == 0
+    capsys.readouterr()
+    for stages in ("50%,25%", "1,2"):  # decreasing; the last stage not all of spec.replicas=4
+        assert main(cli(env, "lws/done", "--stages", stages)) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: stages: ") and err.count("\n") == 0
+    assert main(cli(env, "lws/done", "--manifest", str(mf), "--stages", "1,100%")) == 0  # nothing to do
+    assert "already succeeded" in capsys.readouterr().out
+
+
+def test_run_subcommand_and_the_documented_short_form(env: Env, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`rollout run TARGET` is the explicit form; `rollout TARGET` (README, docs/rollout.md) still runs."""
+    base = lws_manifest("sub", replicas=2)
+    env.create_ready(base)
+    mf = tmp_path / "sub.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    assert main(cli(env, "run", "lws/sub", "--manifest", str(mf), "--stages", "1,100%")) == 0
+    mf.write_text(dump_yaml(new_release(base, image="vllm:3")))
+    assert main(["rollout", "-n", NS, "lws/sub", "--manifest", str(mf), "--stages", "100%",
+                 "--kubeconfig", str(env.kubeconfig)]) == 0
+    assert "succeeded" in capsys.readouterr().out
+    worker = env.kube.get(LWS, NS, "sub")["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert worker["spec"]["containers"][0]["image"] == "vllm:3"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    pytest.param(["lws/x", "pause"], "lwsflow rollout pause lws/x", id="action_after_target"),
+    pytest.param(["rollback", "lws/x"], "run|pause|resume|abort|status", id="unknown_action"),
+])
+def test_unknown_forms_get_a_one_line_hint(args: list[str], hint: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollout", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and err.count("\n") == 0 and hint in err
+
+
+def test_rollout_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollout", "--help"]) == 0
+    out = capsys.readouterr().out
+    for sub in ("run", "pause", "resume", "abort", "status"):
+        assert f" {sub} " in out
