@@ -36,6 +36,7 @@ from lwsflow.controller.errors import (
     api_error_for,
 )
 from lwsflow.controller.kube.resources import Resource
+from lwsflow.controller.kube.unreachable import unreachable
 
 log = logging.getLogger("lwsflow.kube")
 
@@ -82,6 +83,8 @@ class Kube:
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()  # verb -> count, including retried attempts
         self.retries = 0
+        # where requests go, and which config said so: the text of a transport failure
+        self.source = "kubeconfig: (given in code)"
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> Kube:
@@ -100,7 +103,10 @@ class Kube:
         # urllib3 would otherwise retry 429/503 itself (sleeping on Retry-After, invisibly, and
         # on top of our bounded policy): one retry layer, this one, that counts and reports.
         cfg.retries = False
-        return cls(kclient.ApiClient(cfg), **kw)
+        kube = cls(kclient.ApiClient(cfg), **kw)
+        kube.source = (f"kubeconfig: {path or kconfig.KUBE_CONFIG_DEFAULT_LOCATION}"
+                       if path or not os.environ.get("KUBERNETES_SERVICE_HOST") else "in-cluster config")
+        return kube
 
     @property
     def total_requests(self) -> int:
@@ -125,8 +131,10 @@ class Kube:
                     _request_timeout=timeout)
             except ApiException as exc:
                 err, cause = translate(exc), exc
+                if not exc.status:  # TLS failure, reported by the client as status 0
+                    err = unreachable(self.api.configuration.host, self.source, exc.reason or "")
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                err, cause = ServerError(f"connection failed: {type(exc).__name__}"), exc
+                err, cause = unreachable(self.api.configuration.host, self.source, exc), exc
             else:
                 if not preload:
                     return resp

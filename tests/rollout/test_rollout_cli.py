@@ -400,3 +400,51 @@ def test_rollout_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     for sub in ("run", "pause", "resume", "abort", "status"):
         assert f" {sub} " in out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_api_names_url_and_kubeconfig_exit_1(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.5: a dead API server printed `error: 500 InternalError: connection failed:
+    NewConnectionError`. It is not an API answer: say where, that nothing answered, which kubeconfig."""
+    from lwsflow.sim.kubeconfig import write_kubeconfig
+
+    url = f"https://127.0.0.1:{_free_port()}"
+    kc = write_kubeconfig(tmp_path / "kc", url, "t0ken", ca_pem=None)
+    t0 = time.monotonic()
+    assert main(["rollout", "status", "lws/x", "--kubeconfig", str(kc)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: cannot reach the Kubernetes API at {url} (nothing answered; kubeconfig: {kc})"
+    assert time.monotonic() - t0 < 15  # bounded retries
+
+
+def test_api_that_does_not_speak_tls_is_a_tls_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain-HTTP listener behind an https:// kubeconfig: the TLS handshake fails, and says so."""
+    import http.server
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        from lwsflow.sim.kubeconfig import write_kubeconfig
+
+        url = f"https://127.0.0.1:{srv.server_address[1]}"
+        kc = write_kubeconfig(tmp_path / "kc", url, "t0ken", ca_pem=None)
+        assert main(["rollout", "status", "lws/x", "--kubeconfig", str(kc)]) == 1
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot reach the Kubernetes API at {url} (TLS handshake failed: ")
+    assert err.endswith(f"; kubeconfig: {kc})") and err.count("\n") == 0 and "500" not in err
