@@ -202,4 +202,5 @@ def test_unreachable_cluster_is_a_bounded_failed_discover_check(tmp_path: Path):
     t0 = time.monotonic()
     report = run_smoke(fast_config(targets=["lws/x"], kubeconfig=str(kc)))
     assert [c.name for c in report.failed()] == ["discover"] and time.monotonic() - t0 < 5
-    assert f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (nothing answered" in report.checks[0].detail
+    want = f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (nothing answered; kubeconfig: {kc})"
+    assert want in report.checks[0].detail
