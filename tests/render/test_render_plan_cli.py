@@ -65,6 +65,24 @@ def test_bad_catalog_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert len(lines) == 1 and fragment in lines[0] and str(path) in lines[0]
 
 
+@pytest.mark.parametrize("doc", [
+    catalog_doc({**LLAMA_405B, "replicas": "three"}),
+    catalog_doc(LLAMA_405B, pools=[{**H100, "nodes": 1}]),
+    catalog_doc(model(LLAMA_405B, replicas=20)),
+], ids=["invalid", "pool-too-small", "too-many-replicas"])
+def test_plan_and_render_print_the_same_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   doc: dict[str, Any]) -> None:
+    """Issue 13.5: `plan` prefixed the file to sizing errors and `render` did not. One format for
+    every command: ``error: FILE: field: message``."""
+    path = _write(tmp_path, doc)
+    assert main(["plan", str(path)]) == 2
+    plan_err = capsys.readouterr().err
+    assert main(["render", str(path), "--out", str(tmp_path / "out")]) == 2
+    render_err = capsys.readouterr().err
+    assert plan_err == render_err and plan_err.startswith(f"error: {path}: models")
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_environment_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(EXAMPLE_CATALOG), "--env", "qa"]) == 2
     assert "unknown environment 'qa'" in capsys.readouterr().err
