@@ -95,8 +95,10 @@ def load_manifests(path: str | Path, target: Target) -> dict[str, dict]:
     return out
 
 
-def _refuse(rep: capacity.CapacityReport, what: str) -> InvalidInput:
+def _refuse(rep: capacity.CapacityReport, fitting: str | None, *, auto_budget: bool,
+            ds: bool) -> InvalidInput:
     surge_short = rep.groups_that_fit < rep.surge_groups
+    what = capacity.refusal_hint(rep, fitting, auto_budget=auto_budget, ds=ds)
     return InvalidInput(f"{rep.message}; free GPUs per eligible node {rep.per_node_free or '{}'}; "
                         f"{what}", field="maxSurge" if surge_short else "leaderWorkerTemplate")
 
@@ -115,11 +117,9 @@ def check_capacity(kube: Kube, lws: dict, auto_budget: bool, namespace: str | No
     rep = capacity.check(lws, nodes, pods, namespace=namespace)
     if rep.fits:
         return lws, rep.message
-    if not auto_budget:
-        raise _refuse(rep, "lower maxSurge, raise maxUnavailable, free GPUs, or pass --auto-budget")
     chosen = capacity.choose_budget(lws, nodes, pods, namespace)
-    if chosen is None:
-        raise _refuse(rep, "--auto-budget: no budget with at least one group serving fits either")
+    if chosen is None or not auto_budget:
+        raise _refuse(rep, str(chosen[0]) if chosen else None, auto_budget=auto_budget, ds=False)
     budget, ok = chosen
     return capacity.with_budget(lws, budget), (
         f"--auto-budget: {rep.message}; rolling with {budget} instead: {ok.message}")
@@ -132,13 +132,11 @@ def check_ds_capacity(kube: Kube, ds: dict, auto_budget: bool, namespace: str | 
     rep = capacity.check_ds(ds, nodes, pods, namespace=namespace)
     if rep.fits:
         return ds, rep.message
-    if not auto_budget:
-        raise _refuse(rep, "set the role's rollingUpdateConfiguration, free GPUs, or pass --auto-budget")
     chosen = capacity.choose_ds_budgets(ds, nodes, pods, namespace)
-    if chosen is None:
-        raise _refuse(rep, "--auto-budget: no per-role budget with a group serving fits either")
+    text = ", ".join(f"{r}: {b}" for r, b in chosen[0].items()) if chosen else None
+    if chosen is None or not auto_budget:
+        raise _refuse(rep, text, auto_budget=auto_budget, ds=True)
     budgets, ok = chosen
-    text = ", ".join(f"{r}: {b}" for r, b in budgets.items())
     return capacity.ds_with_budgets(ds, budgets), (
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 

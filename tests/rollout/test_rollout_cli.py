@@ -16,7 +16,7 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
-from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.controller.yamlio import dump_yaml, dump_yaml_documents
 from lwsflow.pipelines.cli import main
 
 
@@ -129,7 +129,8 @@ def test_ds_capacity_checked_per_role_then_auto_budget(tmp_path: Path,
         mf.write_text(dump_yaml(new_release(base)))
         assert main(cli(env, "ds/dcap", "--manifest", str(mf))) == 2
         err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and "role prefill: 1 surge group(s) x 8 GPUs do NOT fit" in err
+        assert err.count("\n") == 0
+        assert "role prefill (pool h100): 1 surge group(s) x 8 GPUs do NOT fit" in err
         live = env.kube.get(DS, NS, "dcap")
         assert live["spec"]["roles"] == env.rec_first("dcap")["spec"]["roles"]  # nothing applied
         assert main(cli(env, "ds/dcap", "--manifest", str(mf), "--auto-budget")) == 0
@@ -448,3 +449,40 @@ def test_api_that_does_not_speak_tls_is_a_tls_error(tmp_path: Path,
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot reach the Kubernetes API at {url} (TLS handshake failed: ")
     assert err.endswith(f"; kubeconfig: {kc})") and err.count("\n") == 0 and "500" not in err
+
+
+def _gpu_pair(env: Env, name: str) -> dict[str, dict]:
+    """A P/D pair filling both 8-GPU nodes: prefill 1 x 8 GPUs, decode 1 x 8 GPUs (maxSurge 1)."""
+    docs = {}
+    for role, surge, unavailable in (("prefill", 0, 1), ("decode", 1, 0)):
+        docs[role] = lws_manifest(f"{name}-{role}", replicas=1, size=1, gpus=8, surge=surge,
+                                  unavailable=unavailable, labels={L.PD_PAIR: name, L.ROLE: role})
+        env.create_ready(docs[role])
+    return docs
+
+
+def test_pair_capacity_refusal_names_role_and_pool_and_suggests_what_helps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.5: the P/D refusal named no role and offered --auto-budget even when no budget fits."""
+    env = make_env(tmp_path, gpu_nodes=2)
+    try:
+        docs = _gpu_pair(env, "pp")
+        mf = tmp_path / "pp.yaml"
+        mf.write_text(dump_yaml_documents([new_release(docs["prefill"]), new_release(docs["decode"])]))
+        assert main(cli(env, "pair/pp", "--manifest", str(mf), "--stages", "100%")) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "role decode (LeaderWorkerSet pp-decode, pool h100)" in err
+        assert "pool h100" in err and "--auto-budget" in err  # maxSurge 0 / maxUnavailable 1 fits
+        # 16 GPUs per pod: no node has them, so no budget helps and none is offered
+        huge = new_release(docs["decode"])
+        huge["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+            "resources"]["limits"][L.GPU_RESOURCE] = 16
+        mf.write_text(dump_yaml_documents([new_release(docs["prefill"]), huge]))
+        assert main(cli(env, "pair/pp", "--manifest", str(mf), "--stages", "100%")) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "role decode" in err and "pool h100" in err
+        assert "--auto-budget" not in err and "no budget" in err
+        for role in ("prefill", "decode"):
+            assert not state.RolloutState.from_object(env.kube.get(LWS, NS, f"pp-{role}")).id
+    finally:
+        env.close()
