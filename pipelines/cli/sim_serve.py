@@ -36,9 +36,12 @@ def serve(
         ),
     ] = None,
     kubeconfig: Annotated[
-        Path,
-        typer.Option("--kubeconfig", help="Where to write the kubeconfig (mode 0600: it holds the token)."),
-    ] = Path("lwsflow-sim.kubeconfig"),
+        Path | None,
+        typer.Option("--kubeconfig", show_default=False,
+                     help="Where to write the kubeconfig (mode 0600: it holds the token). Default: "
+                     ".lwsflow/sim.kubeconfig in the project root (the nearest folder up with .git), "
+                     "else in the current folder."),
+    ] = None,
     duration: Annotated[
         float | None,
         typer.Option("--duration", help="Stop after this many wall seconds (default: until interrupted)."),
@@ -94,7 +97,7 @@ def serve(
         else None
     )
     try:
-        path = api.write_kubeconfig(kubeconfig)
+        path = api.write_kubeconfig(kubeconfig or default_kubeconfig())
         cluster.start_realtime(speed)
         print(f"serving {url} (virtual time x{speed:g}); kubeconfig: {path}", flush=True)
         print(f"  kubectl --kubeconfig {path} get nodes", flush=True)
@@ -105,3 +108,12 @@ def serve(
         api.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def default_kubeconfig(cwd: Path | None = None) -> Path:
+    """``.lwsflow/sim.kubeconfig`` under the project root (nearest ancestor with ``.git``), else under
+    ``cwd``: the state folder .gitignore covers, so the token never lands in a tracked folder."""
+    here = (cwd or Path.cwd()).resolve()
+    root = next((d for d in (here, *here.parents) if (d / ".git").exists()), here)
+    return root / ".lwsflow" / "sim.kubeconfig"
+
