@@ -27,9 +27,10 @@ def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
     """The whole plan: one flat row per model and role (catalog order) and the pools' node usage."""
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.sizing import size_catalog
-    from lwsflow.pipelines.cli.output import about_file
+    from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     catalog = load_catalog(catalog_path)
+    warn_about_catalog(catalog, catalog_path)
     if env is not None:
         catalog.environment(env)  # unknown environment -> InvalidInput naming --env
     with about_file(catalog_path):  # sizing errors name the field; say which file too
