@@ -112,7 +112,7 @@ def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[End
                    and targets.label_of(p, labels.GROUP_INDEX) in g.group_indexes]
         no_ip = []
         for pod in sorted(leaders, key=lambda p: p["metadata"]["name"]):
-            url = targets.leader_url(pod, g.lws)
+            url = targets.leader_url(pod, g.lws, g.services)
             if url is None:
                 no_ip.append(f"{pod['metadata']['name']} ({(pod.get('status') or {}).get('phase')})")
                 continue
