@@ -68,6 +68,14 @@ def translate(exc: ApiException) -> ApiError:
     return api_error_for(int(exc.status), message, reason, retry_after=retry_after)
 
 
+def _client_timeout(timeout: float | None) -> float | tuple[float, float] | None:
+    """The official client applies a number only when it is an ``int`` (a float like 3.0 is silently
+    dropped and the call may hang forever); a (connect, read) pair is honoured for any number."""
+    if timeout is None or isinstance(timeout, int):
+        return timeout
+    return (timeout, timeout)
+
+
 class Kube:
     """One cluster connection. Thread-safe for concurrent calls (the client's pool is)."""
 
@@ -128,7 +136,7 @@ class Kube:
                 resp = self.api.call_api(
                     path, method, query_params=params, header_params=dict(headers), body=body,
                     auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                    _request_timeout=timeout)
+                    _request_timeout=_client_timeout(timeout))
             except ApiException as exc:
                 err, cause = translate(exc), exc
                 if not exc.status:  # TLS failure, reported by the client as status 0
