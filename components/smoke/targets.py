@@ -168,8 +168,8 @@ def leader_url(pod: dict, lws: dict, services: list[dict] | None = None) -> str 
     return f"http://{host}:{port}"
 
 
-def _service_port(pod: dict, services: list[dict]) -> int | None:
-    """The targetPort (port ``http``, else the first) of the first Service selecting ``pod``."""
+def _leader_service(pod: dict, services: list[dict]) -> tuple[dict, int | str] | None:
+    """(Service, its targetPort: port ``http``, else the first) of the first Service selecting ``pod``."""
     pod_labels = (pod.get("metadata") or {}).get("labels") or {}
     for svc in sorted(services, key=lambda s: s["metadata"].get("name", "")):
         sel = (svc.get("spec") or {}).get("selector") or {}
@@ -177,10 +177,23 @@ def _service_port(pod: dict, services: list[dict]) -> int | None:
         if not sel or not ports or any(pod_labels.get(k) != v for k, v in sel.items()):
             continue
         p = next((p for p in ports if p.get("name") == "http"), ports[0])
-        target = resolve_port(pod.get("spec") or {}, p.get("targetPort", p.get("port")))
-        if target is not None:
-            return target
+        return svc, p.get("targetPort", p.get("port"))
     return None
+
+
+def _service_port(pod: dict, services: list[dict]) -> int | None:
+    found = _leader_service(pod, services)
+    return resolve_port(pod.get("spec") or {}, found[1]) if found else None
+
+
+def service_problem(pod: dict, services: list[dict]) -> str | None:
+    """A Service that selects the leader with a named targetPort no container declares: like
+    kube-proxy, it then has no endpoint for the pod, so nothing sent through it arrives."""
+    found = _leader_service(pod, services)
+    if found is None or resolve_port(pod.get("spec") or {}, found[1]) is not None:
+        return None
+    return (f"Service {found[0]['metadata'].get('name')} selects {pod['metadata']['name']} but its "
+            f"targetPort {found[1]!r} is no container port of the pod: it has no endpoint there")
 
 
 def served_model(pod: dict, lws: dict) -> str | None:

@@ -265,6 +265,11 @@ def test_leader_service_port_decides_where_smoke_probes(sim: Sim):
     health = by_name(report)["health"][0]
     assert not health.passed and f":{port + 7}/health" in health.detail
     sim.kube.delete(svc, "default", "s-leader")
+    sim.kube.create(svc, "default", _leader_service("s", "web"))  # a name no container port has
+    report = run_smoke(cfg)
+    assert failed_names(report) == {"service"}
+    assert "targetPort 'web' is no container port" in by_name(report)["service"][0].detail
+    sim.kube.delete(svc, "default", "s-leader")
     sim.kube.create(svc, "default", _leader_service("s", "http"))
     report = run_smoke(cfg)
     assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
