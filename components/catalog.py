@@ -10,7 +10,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import load_yaml_documents
@@ -279,6 +287,9 @@ class ModelSpec(_Strict):
     model: str = Field(description="served model id, e.g. meta-llama/Llama-3.1-405B-Instruct")
     parametersB: float = Field(gt=0, le=100_000)
     dtype: Dtype = "bf16"
+    checkpointDtype: Dtype | None = Field(
+        default=None, description="dtype the checkpoint's weights are stored in (default: 16-bit, "
+        "except int8/int4 which only exist pre-quantized); fp8 = a pre-quantized FP8 checkpoint")
     architecture: Architecture
     maxModelLen: int = Field(default=8192, ge=1, le=10_000_000)
     engine: Literal["vllm", "sglang"] = "vllm"
@@ -303,6 +314,49 @@ class ModelSpec(_Strict):
     extraArgs: list[str] = Field(default_factory=list)
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v, 40))
+
+    @field_validator("checkpointDtype")
+    @classmethod
+    def _servable_checkpoint(cls, v: str | None, info: ValidationInfo) -> str | None:
+        dtype = info.data.get("dtype")
+        if v is None or dtype is None or v == dtype:
+            return v
+        if v in ("fp8", "int8", "int4"):  # the engines load a quantized checkpoint as what it is
+            raise ValueError(f"a pre-quantized {v} checkpoint is served as {v}: set dtype: {v}")
+        if dtype in ("int8", "int4"):
+            raise ValueError(f"dtype {dtype} needs a pre-quantized {dtype} checkpoint (the engines "
+                             f"quantize to fp8 on the fly, not to {dtype})")
+        return v  # 16/32-bit weights: cast (--dtype) or quantized to fp8 at load time
+
+    @property
+    def checkpoint_dtype(self) -> str:
+        """What the weights are stored as: the catalog's checkpointDtype, else 16-bit for a 16/32-bit
+        or fp8 dtype (fp8 then means quantized on the fly) and the dtype itself for int8/int4."""
+        if self.checkpointDtype:
+            return self.checkpointDtype
+        return self.dtype if self.dtype in ("int8", "int4") else "bf16"
+
+    @property
+    def online_quantization(self) -> str | None:
+        """The engine's load-time quantization (``--quantization fp8``) when the checkpoint is 16-bit
+        but the catalog sized fp8 weights; None when the weights load as stored."""
+        return "fp8" if self.dtype == "fp8" and self.checkpoint_dtype != "fp8" else None
+
+    def checkpoint_warnings(self) -> list[str]:
+        """A model id that looks like the other kind of checkpoint than the catalog says (a warning:
+        ids are names, not facts; the engine reads the checkpoint's own config)."""
+        looks_fp8 = "fp8" in self.model.lower()
+        if looks_fp8 and self.checkpoint_dtype != "fp8":
+            what = ("it would be quantized again on the fly" if self.dtype == "fp8"
+                    else f"the engine would load fp8 weights, sized here as {self.dtype}")
+            return [f"model {self.model!r} looks like a pre-quantized fp8 checkpoint but the catalog "
+                    f"says its checkpoint is {self.checkpoint_dtype} ({what}); set checkpointDtype: fp8 "
+                    "and dtype: fp8 if it is"]
+        if self.checkpoint_dtype == "fp8" and not looks_fp8:
+            return [f"model {self.model!r} does not look like an fp8 checkpoint but checkpointDtype is fp8 "
+                    "(no --quantization fp8 is rendered, so 16-bit weights would load at twice the size "
+                    "sized here)"]
+        return []
 
     @field_validator("extraArgs")
     @classmethod

@@ -15,6 +15,10 @@ references in ``command``/``args`` before the process starts, so one template se
   ``--kv-transfer-config`` with the NixlConnector as ``kv_producer`` / ``kv_consumer`` and the NIXL
   side channel on the pod IP (downward API) port 5600; SGLang roles carry ``--disaggregation-mode``
   and the prefill bootstrap server on port 8998.
+* ``dtype: fp8`` from a 16-bit checkpoint (the catalog's ``checkpointDtype``, default 16-bit): both
+  engines get ``--quantization fp8`` (vLLM's online dynamic FP8, SGLang's online quantization), so
+  the weights load at the 1 byte per parameter the sizing assumed. A pre-quantized fp8 checkpoint
+  gets no flag: the engines read its quantization config (SGLang's docs: do not add both).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ def _vllm_args(spec: ModelSpec, rs: RoleSizing) -> list[str]:
             "--gpu-memory-utilization", f"{spec.gpuMemoryUtilization:g}"]
     if spec.dtype in _VLLM_DTYPE:  # fp8/int8/int4 come from the checkpoint's quantization config
         args += ["--dtype", _VLLM_DTYPE[spec.dtype]]
+    if spec.online_quantization:  # a 16-bit checkpoint sized as fp8: vLLM's online dynamic fp8
+        args += ["--quantization", spec.online_quantization]
     if rs.role in ("prefill", "decode"):
         kv_role = "kv_producer" if rs.role == "prefill" else "kv_consumer"
         cfg = {"kv_connector": "NixlConnector", "kv_role": kv_role}
@@ -92,6 +98,8 @@ def _sglang(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
     args = ["--model-path", spec.model, "--served-model-name", spec.model, "--host", "0.0.0.0",
             "--port", str(spec.port), "--tp-size", str(rs.tp), "--context-length", str(rs.max_model_len),
             "--mem-fraction-static", f"{spec.gpuMemoryUtilization:g}"]
+    if spec.online_quantization:  # SGLang's online quantization of a 16-bit checkpoint
+        args += ["--quantization", spec.online_quantization]
     ports = [_port("http", spec.port)] if leader else []
     if rs.size > 1:
         args += ["--pp-size", str(rs.pp), "--dist-init-addr", f"{LEADER}:{SGLANG_DIST_PORT}",

@@ -15,6 +15,8 @@
         ├── Unprocessable (422)       object invalid (schema or webhook rules)
         ├── TooManyRequests (429)
         └── ServerError (5xx)
+            └── Unreachable           no API answered at all (refused, timed out, TLS failed): retried
+                                      like a 5xx, but printed as what happened, not as an API status
 """
 
 from __future__ import annotations
@@ -135,6 +137,18 @@ class ServerError(ApiError):
 
 class ServiceUnavailable(ServerError):
     status, reason = 503, "ServiceUnavailable"
+
+
+class Unreachable(ServerError):
+    """Nothing answered at the API server's address (or it did not speak TLS/HTTP). Not an answer of
+    the API, so its text is the plain message: which URL, what happened, which kubeconfig."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -10,7 +10,7 @@ everything lwsflow writes or prints. Prints one table of figures.
   ``render --check`` and ``render`` into a new folder. Refused means: exit 2, exactly one stderr
   line starting ``error:`` that names the broken field, no traceback, nothing on stdout, the
   existing tree unchanged (content and mtimes) and the new folder not created.
-* invalid manifests: each case through ``validate``: exit 2, every stdout line a one-line problem
+* invalid manifests: each case through ``validate``: exit 2, each stderr line but the summary an `error:` line
   for the file, one naming the broken field path, no traceback, the folder unchanged.
 * valid catalogs: rendered twice (byte-identical trees) and accepted by ``validate``.
 * secrets: canary values planted as every credential variable (HF_TOKEN, GIT_PASSWORD,

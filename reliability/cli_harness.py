@@ -101,23 +101,23 @@ def assert_refused(res: CliResult, field: str, *, code: int = 2) -> None:
 def validate_problems(res: CliResult, file: Path, field: str) -> list[str]:
     """Everything wrong with `lwsflow validate -q FILE` refusing a manifest broken at ``field``.
 
-    `validate` reports each problem as one stdout line ``FILE: KIND/NAME: path: message`` and a
-    one-line summary on stderr; a problem that spilled over two lines shows up as a line that does
-    not start with the file name.
+    `validate` reports each problem as one stderr line ``error: FILE: KIND/NAME: path: message`` and
+    ends with a one-line summary; a problem that spilled over two lines shows up as a line that does
+    not start with ``error: FILE``.
     """
     problems = []
     if res.code != 2:
         problems.append(f"exit code {res.code}, expected 2")
-    lines = [ln for ln in res.out.splitlines() if ln]
+    lines = [ln for ln in res.err.splitlines() if ln][:-1]  # the last line is the summary
     if not lines:
         problems.append("no problem reported")
-    stray = [ln for ln in lines if not ln.startswith(f"{file}: ")]
+    stray = [ln for ln in lines if not ln.startswith(f"error: {file}: ")]
     if stray:
-        problems.append(f"{len(stray)} stdout line(s) are not one-line problems: {stray[0]!r}")
-    if field not in res.out:
+        problems.append(f"{len(stray)} stderr line(s) are not one-line problems: {stray[0]!r}")
+    if field not in "\n".join(lines):
         problems.append(f"no problem names the field {field!r}")
-    if len(res.err.splitlines()) != 1:
-        problems.append(f"stderr has {len(res.err.splitlines())} lines, expected the one summary")
+    if res.out:
+        problems.append(f"stdout is not empty: {res.out[:80]!r}")
     if any(m in res.text for m in TRACEBACK_MARKERS):
         problems.append("output contains a traceback or an internal error")
     return problems

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.serving import resolve_port
 from lwsflow.sim import podconfig
 from lwsflow.sim.clock import _Timer
 from lwsflow.sim.podutil import annotation, is_terminating, label
@@ -349,6 +350,10 @@ class Kubelet:
         pod = self._current(key, run)
         if pod is None:
             return
+        refused = self._probe_refused(pod)
+        if refused:  # the kubelet's probe gets "connection refused": Running, never Ready
+            self.c.emit_event(pod, "Unhealthy", refused, etype="Warning", component="kubelet")
+            return
         now = rfc3339(self.c.now())
         old = pod.get("status") or {}
         self._write_status(
@@ -361,6 +366,27 @@ class Kubelet:
                 ],
             },
         )
+
+    def _probe_refused(self, pod: dict) -> str:
+        """The failure of a readiness probe aimed at a port the pod's stand-in engine does not
+        listen on ("" when every probe finds it, or no engine backs the pod: then nothing is known
+        about the port and probes pass, as before engines existed)."""
+        ip = (pod.get("status") or {}).get("podIP") or ""
+        for c in _containers(pod):
+            probe = c.get("readinessProbe") or {}
+            how = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
+            if not isinstance(how, dict):
+                continue
+            port = resolve_port(pod["spec"], how.get("port"))
+            answers = {h.listening(pod, -1 if port is None else port) for h in self.c.pod_hooks
+                       if hasattr(h, "listening")} - {None}
+            if not answers or True in answers:
+                continue  # no stand-in engine behind the pod, or it listens there
+            if port is None:
+                return f"Readiness probe failed: port {how.get('port')!r} is not a container port"
+            url = f"http://{ip}:{port}{how.get('path', '')}" if "httpGet" in probe else f"{ip}:{port}"
+            return f'Readiness probe failed: Get "{url}": dial tcp {ip}:{port}: connect: connection refused'
+        return ""
 
     def _crash_if(self, key: Key, run: PodRun) -> None:
         if self._current(key, run) is not None:

@@ -56,7 +56,7 @@ def run_smoke(cfg: SmokeConfig) -> SmokeReport:
             pairs += found_pairs
         health: dict[str, bool] = {}
         for ep in endpoints:
-            res = EndpointChecks(ep, cfg, http, short).run()
+            res = _check_endpoint(ep, cfg, http, short)
             health[ep.url] = next((r.passed for r in res if r.name == "health"), False)
             checks += res
         for p, d, label in pairs:
@@ -68,12 +68,23 @@ def run_smoke(cfg: SmokeConfig) -> SmokeReport:
                 checks += pd.handoff(p, d, label, cfg, http, long_prompt)
         if cfg.gateway_url:
             gw = Endpoint(target=cfg.gateway_url, url=cfg.gateway_url, role="gateway", model=cfg.model)
-            checks += EndpointChecks(gw, cfg, http, long_prompt, gateway=True).run()
+            checks += _check_endpoint(gw, cfg, http, long_prompt, gateway=True)
             decodes = [e for e in endpoints if e.role == "decode" and health.get(e.url)]
             checks.append(pd.gateway_pd(gw, decodes, cfg, http, long_prompt))
     finally:
         http.close()
     return SmokeReport.build(checks, time.monotonic() - t0)
+
+
+def _check_endpoint(ep: Endpoint, cfg: SmokeConfig, http: SmokeClient, prompt: str,
+                    gateway: bool = False) -> list[CheckResult]:
+    """The per-endpoint checks; a model they discovered in /v1/models (no --model given) is kept on
+    ``ep`` so the P/D hand-off and the gateway check ask for the same model."""
+    checker = EndpointChecks(ep, cfg, http, prompt, gateway=gateway)
+    res = checker.run()
+    if ep.model is None:
+        ep.model = checker.model
+    return res
 
 
 def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[Endpoint],
@@ -101,7 +112,11 @@ def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[End
                    and targets.label_of(p, labels.GROUP_INDEX) in g.group_indexes]
         no_ip = []
         for pod in sorted(leaders, key=lambda p: p["metadata"]["name"]):
-            url = targets.leader_url(pod, g.lws)
+            if problem := targets.service_problem(pod, g.services):
+                checks.append(CheckResult(name="service", target=f"{g.target} pod {pod['metadata']['name']}",
+                                          passed=False, detail=problem))
+                continue
+            url = targets.leader_url(pod, g.lws, g.services)
             if url is None:
                 no_ip.append(f"{pod['metadata']['name']} ({(pod.get('status') or {}).get('phase')})")
                 continue

@@ -7,8 +7,10 @@
 
 With ``revision_only`` only pods of the newest template revision count (the leader StatefulSet's
 ``template-revision-hash`` label, as the LWS controller writes it; else the newest leader's). Each
-leader's URL is ``http://<podIP>:<port>`` with the port from the ``lwsflow.io/serving-port``
-annotation (default 8000) and the model from ``lwsflow.io/served-model``.
+leader's URL is ``http://<podIP>:<port>``: the port is the ``targetPort`` of a Service in the namespace
+that selects the leader (what traffic through it reaches, so a Service aimed at a port nobody serves
+fails), else the engine's serving port from the pod spec (``controller.api.serving``); the model comes
+from ``lwsflow.io/served-model``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lwsflow.controller.api import labels
+from lwsflow.controller.api.serving import resolve_port, serving_port
 from lwsflow.controller.errors import ApiError, NotFound
 from lwsflow.controller.kube import resources
 from lwsflow.controller.kube.client import Kube
 
 STS = resources.Resource("apps", "v1", "statefulsets")
-DEFAULT_PORT = 8000
+SERVICE = resources.Resource("", "v1", "services")
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Group:
     pods: list[dict]
     revision: str = ""
     group_indexes: set[str] = field(default_factory=set)
+    services: list[dict] = field(default_factory=list)  # Services of the namespace (leader ports)
 
 
 @dataclass
@@ -49,6 +53,17 @@ class ClusterTargets:
 
     def __init__(self, kube: Kube, namespace: str, timeout_s: float) -> None:
         self.kube, self.ns, self.timeout = kube, namespace, timeout_s
+        self._services: list[dict] | None = None
+
+    def services(self) -> list[dict]:
+        """The namespace's Services, read once; none when they cannot be read (e.g. RBAC without
+        services): the ports then come from the pod specs."""
+        if self._services is None:
+            try:
+                self._services = list(self._get(SERVICE.path(self.ns)).get("items") or [])
+            except ApiError:
+                self._services = []
+        return self._services
 
     def _get(self, path: str, query: dict | None = None) -> dict:
         return self.kube.request("GET", path, query=query, timeout=self.timeout)
@@ -98,7 +113,8 @@ class ClusterTargets:
         role = (label_of(lws, labels.DS_ROLE) or label_of(lws, labels.ROLE)
                 or _tpl_labels(lws).get(labels.ROLE) or "aggregated")
         return Group(target=f"{target}:{name}" if target.split("/", 1)[1] != name else target, lws=lws,
-                     role=role, pods=pods, revision=revision, group_indexes=groups)
+                     role=role, pods=pods, revision=revision, group_indexes=groups,
+                     services=self.services())
 
     def _newest_revision(self, lws: dict, pods: list[dict]) -> str:
         try:
@@ -140,15 +156,44 @@ def _newest_ds_revision(lws_list: list[dict]) -> list[dict]:
     return [o for o in lws_list if label_of(o, labels.DS_REVISION) == rev]
 
 
-def leader_url(pod: dict, lws: dict) -> str | None:
-    """``http://podIP:port`` of a leader pod, or None while it has no IP."""
+def leader_url(pod: dict, lws: dict, services: list[dict] | None = None) -> str | None:
+    """``http://podIP:port`` of a leader pod, or None while it has no IP (port: module doc)."""
     ip = (pod.get("status") or {}).get("podIP")
     if not ip:
         return None
-    ann = (pod.get("metadata") or {}).get("annotations") or {}
-    port = ann.get(labels.SERVING_PORT) or _tpl_annotations(lws).get(labels.SERVING_PORT) or DEFAULT_PORT
+    spec = pod.get("spec") or {}
+    ann = {**_tpl_annotations(lws), **((pod.get("metadata") or {}).get("annotations") or {})}
+    port = _service_port(pod, services or []) or serving_port(spec, ann)
     host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{int(port)}"
+    return f"http://{host}:{port}"
+
+
+def _leader_service(pod: dict, services: list[dict]) -> tuple[dict, int | str] | None:
+    """(Service, its targetPort: port ``http``, else the first) of the first Service selecting ``pod``."""
+    pod_labels = (pod.get("metadata") or {}).get("labels") or {}
+    for svc in sorted(services, key=lambda s: s["metadata"].get("name", "")):
+        sel = (svc.get("spec") or {}).get("selector") or {}
+        ports = (svc.get("spec") or {}).get("ports") or []
+        if not sel or not ports or any(pod_labels.get(k) != v for k, v in sel.items()):
+            continue
+        p = next((p for p in ports if p.get("name") == "http"), ports[0])
+        return svc, p.get("targetPort", p.get("port"))
+    return None
+
+
+def _service_port(pod: dict, services: list[dict]) -> int | None:
+    found = _leader_service(pod, services)
+    return resolve_port(pod.get("spec") or {}, found[1]) if found else None
+
+
+def service_problem(pod: dict, services: list[dict]) -> str | None:
+    """A Service that selects the leader with a named targetPort no container declares: like
+    kube-proxy, it then has no endpoint for the pod, so nothing sent through it arrives."""
+    found = _leader_service(pod, services)
+    if found is None or resolve_port(pod.get("spec") or {}, found[1]) is not None:
+        return None
+    return (f"Service {found[0]['metadata'].get('name')} selects {pod['metadata']['name']} but its "
+            f"targetPort {found[1]!r} is no container port of the pod: it has no endpoint there")
 
 
 def served_model(pod: dict, lws: dict) -> str | None:

@@ -37,6 +37,7 @@ from lwsflow.controller.errors import (
     api_error_for,
 )
 from lwsflow.controller.kube.resources import Resource
+from lwsflow.controller.kube.unreachable import unreachable
 
 JsonPatch = list[Obj]  # RFC 6902 operations (a name: the method Kube.list shadows the builtin)
 
@@ -70,6 +71,14 @@ def translate(exc: ApiException) -> ApiError:
     return api_error_for(int(exc.status), message, reason, retry_after=retry_after)
 
 
+def _client_timeout(timeout: float | None) -> float | tuple[float, float] | None:
+    """The official client applies a number only when it is an ``int`` (a float like 3.0 is silently
+    dropped and the call may hang forever); a (connect, read) pair is honoured for any number."""
+    if timeout is None or isinstance(timeout, int):
+        return timeout
+    return (timeout, timeout)
+
+
 class Kube:
     """One cluster connection. Thread-safe for concurrent calls (the client's pool is)."""
 
@@ -85,6 +94,8 @@ class Kube:
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()  # verb -> count, including retried attempts
         self.retries = 0
+        # where requests go, and which config said so: the text of a transport failure
+        self.source = "kubeconfig: (given in code)"
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kw: Any) -> Kube:
@@ -103,7 +114,10 @@ class Kube:
         # urllib3 would otherwise retry 429/503 itself (sleeping on Retry-After, invisibly, and
         # on top of our bounded policy): one retry layer, this one, that counts and reports.
         cfg.retries = False
-        return cls(kclient.ApiClient(cfg), **kw)
+        kube = cls(kclient.ApiClient(cfg), **kw)
+        kube.source = (f"kubeconfig: {path or kconfig.KUBE_CONFIG_DEFAULT_LOCATION}"
+                       if path or not os.environ.get("KUBERNETES_SERVICE_HOST") else "in-cluster config")
+        return kube
 
     @property
     def total_requests(self) -> int:
@@ -125,11 +139,13 @@ class Kube:
                 resp = self.api.call_api(
                     path, method, query_params=params, header_params=dict(headers), body=body,
                     auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                    _request_timeout=timeout)
+                    _request_timeout=_client_timeout(timeout))
             except ApiException as exc:
                 err, cause = translate(exc), exc
+                if not exc.status:  # TLS failure, reported by the client as status 0
+                    err = unreachable(self.api.configuration.host, self.source, exc.reason or "")
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                err, cause = ServerError(f"connection failed: {type(exc).__name__}"), exc
+                err, cause = unreachable(self.api.configuration.host, self.source, exc), exc
             else:
                 if not preload:
                     return resp

@@ -62,6 +62,8 @@ class Plan:
     surge_present: list[Usage] = field(default_factory=list)  # new-template groups already running
     # a DS role: no separate surge groups; new group k waits until old + k + 1 <= target + maxSurge
     ds: bool = False
+    subject: str = ""  # a P/D pair role's LWS, named in a refusal
+    pool: str = "any node"
 
     @property
     def gpus_per_group(self) -> int:
@@ -86,10 +88,16 @@ class CapacityReport:
     role: str = ""
     window: int = 1
     stuck_free_gpus: int = 0  # free GPUs on eligible nodes when a replacement found no room
+    pool: str = "any node"  # where the new groups may go (the pods' node pool or nodeSelector)
+    subject: str = ""  # the object of a P/D pair role, e.g. "LeaderWorkerSet x-decode"
 
     @property
     def message(self) -> str:
-        who = f"role {self.role}: " if self.role else ""
+        if self.fits:  # a log line: the role of a DS is enough
+            who = f"role {self.role}: " if self.role and not self.subject else ""
+        else:  # a refusal: which role of which object, on which pool
+            where = ", ".join(w for w in (self.subject, self.pool) if w)
+            who = f"role {self.role} ({where}): " if self.role else f"{where}: "
         if self.groups_that_fit < self.surge_groups:
             return (f"{who}{self.surge_groups} surge group(s) x {self.gpus_per_group} GPUs do NOT fit: "
                     f"{self.groups_that_fit} group(s) placeable in {self.free_gpus} free GPUs on "
@@ -104,6 +112,37 @@ class CapacityReport:
         return (f"{who}{self.surge_groups} surge group(s) x {self.gpus_per_group} GPUs fit; "
                 f"{replace_text} fit ({self.free_gpus} free GPUs on {self.eligible_nodes} eligible "
                 "node(s))")
+
+
+def refusal_hint(rep: CapacityReport, fitting: str | None, *, auto_budget: bool, ds: bool) -> str:
+    """What can help after ``rep`` did not fit: a budget only when one fits (``fitting``, as
+    :func:`choose_budget` found it), else freeing or adding GPUs where the pods may go."""
+    if fitting is not None:
+        knob = "set the role's rollingUpdateConfiguration" if ds else "lower maxSurge or raise maxUnavailable"
+        return f"{knob} ({fitting} fits), free GPUs in {rep.pool}, or pass --auto-budget"
+    lead = "--auto-budget: " if auto_budget else ""
+    if rep.eligible_nodes == 0:
+        return (f"{lead}no node of {rep.pool} is Ready, schedulable and matches the pods' nodeSelector "
+                "and tolerations, so no budget helps: add nodes there or fix the pod template")
+    return (f"{lead}no budget with at least one group serving fits either: free GPUs in {rep.pool}, add "
+            "nodes, or need fewer GPUs per group")
+
+
+def _pool_of(spec_owner: dict) -> str:
+    """Where the new pods go: the catalog pool (lwsflow's pool label on the pod template or in its
+    nodeSelector), else the nodeSelector itself."""
+    tpl = ((spec_owner.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("workerTemplate") or {}
+    sel = (tpl.get("spec") or {}).get("nodeSelector") or {}
+    pool = ((tpl.get("metadata") or {}).get("labels") or {}).get(L.NODE_POOL) or sel.get(L.NODE_POOL)
+    if pool:
+        return f"pool {pool}"
+    return "nodes with " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())) if sel else "any node"
+
+
+def _role_of(lws: dict) -> str:
+    """A P/D pair member's role (``prefill`` or ``decode``); "" for any other LWS."""
+    role = ((lws.get("metadata") or {}).get("labels") or {}).get(L.ROLE)
+    return role if role in ("prefill", "decode") else ""
 
 
 # -- cluster reading ---------------------------------------------------------------------------------
@@ -204,7 +243,9 @@ def lws_plan(lws: Obj, pods: list[Obj], budget: Budget | None = None,
     old = [groups[k] for k in sorted(groups, key=lambda k: -k[1]) if k[1] < r]  # highest first
     surge = [groups[k] for k in sorted(groups) if k[1] >= r]
     specs = group_pod_specs(lws)
-    return Plan("", specs, r, b, old, _old_gpus(old, specs), surge)
+    role = _role_of(lws)
+    return Plan(role, specs, r, b, old, _old_gpus(old, specs), surge,
+                subject=f"LeaderWorkerSet {meta.get('name', '')}" if role else "", pool=_pool_of(lws))
 
 
 def role_budget(role: Obj) -> Budget:
@@ -238,7 +279,7 @@ def ds_plans(ds: Obj, pods: list[Obj], budgets: dict[str, Budget] | None = None,
         specs = group_pod_specs(role)
         plans.append(Plan(name, specs, targets[name],
                           Budget(b.max_surge * slices, b.max_unavailable * slices), old,
-                          _old_gpus(old, specs), ds=True))
+                          _old_gpus(old, specs), ds=True, pool=_pool_of(role)))
     return plans
 
 
@@ -288,7 +329,7 @@ def simulate(plans: list[Plan], nodes: list[Obj], pods: list[Obj]) -> CapacityRe
             fits, p.budget.max_surge, surge_placed, p.gpus_per_group, sum(max(0, v) for v in el.values()),
             len(el), el, p.old_gpus_per_group, p.replicas, replaced, p.budget, p.name,
             max(1, p.budget.max_unavailable + p.budget.max_surge),
-            sum(max(0, v) for v in pool.eligible(p.specs).values()))
+            sum(max(0, v) for v in pool.eligible(p.specs).values()), p.pool, p.subject)
 
     # 1. surge groups, all at once at the template change
     surge: dict[str, list[Usage]] = {}

@@ -21,6 +21,7 @@ from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.ds import ds_rollout, refuse_pause
 from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
+from lwsflow.controller.rollout.stages import resolve_stages
 from lwsflow.controller.yamlio import load_yaml_documents
 
 # used with fullmatch: a "$" would let "lws/x\n" through as lws/x
@@ -95,8 +96,10 @@ def load_manifests(path: str | Path, target: Target) -> dict[str, Obj]:
     return out
 
 
-def _refuse(rep: capacity.CapacityReport, what: str) -> InvalidInput:
+def _refuse(rep: capacity.CapacityReport, fitting: str | None, *, auto_budget: bool,
+            ds: bool) -> InvalidInput:
     surge_short = rep.groups_that_fit < rep.surge_groups
+    what = capacity.refusal_hint(rep, fitting, auto_budget=auto_budget, ds=ds)
     return InvalidInput(f"{rep.message}; free GPUs per eligible node {rep.per_node_free or '{}'}; "
                         f"{what}", field="maxSurge" if surge_short else "leaderWorkerTemplate")
 
@@ -115,11 +118,9 @@ def check_capacity(kube: Kube, lws: Obj, auto_budget: bool, namespace: str | Non
     rep = capacity.check(lws, nodes, pods, namespace=namespace)
     if rep.fits:
         return lws, rep.message
-    if not auto_budget:
-        raise _refuse(rep, "lower maxSurge, raise maxUnavailable, free GPUs, or pass --auto-budget")
     chosen = capacity.choose_budget(lws, nodes, pods, namespace)
-    if chosen is None:
-        raise _refuse(rep, "--auto-budget: no budget with at least one group serving fits either")
+    if chosen is None or not auto_budget:
+        raise _refuse(rep, str(chosen[0]) if chosen else None, auto_budget=auto_budget, ds=False)
     budget, ok = chosen
     return capacity.with_budget(lws, budget), (
         f"--auto-budget: {rep.message}; rolling with {budget} instead: {ok.message}")
@@ -132,13 +133,11 @@ def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | N
     rep = capacity.check_ds(ds, nodes, pods, namespace=namespace)
     if rep.fits:
         return ds, rep.message
-    if not auto_budget:
-        raise _refuse(rep, "set the role's rollingUpdateConfiguration, free GPUs, or pass --auto-budget")
     chosen = capacity.choose_ds_budgets(ds, nodes, pods, namespace)
-    if chosen is None:
-        raise _refuse(rep, "--auto-budget: no per-role budget with a group serving fits either")
+    text = ", ".join(f"{r}: {b}" for r, b in chosen[0].items()) if chosen else None
+    if chosen is None or not auto_budget:
+        raise _refuse(rep, text, auto_budget=auto_budget, ds=True)
     budgets, ok = chosen
-    text = ", ".join(f"{r}: {b}" for r, b in budgets.items())
     return capacity.ds_with_budgets(ds, budgets), (
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
@@ -160,6 +159,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     docs = load_manifests(manifest, target) if manifest else {}
     if target.kind == "pair":
         live = find_pair(kube, target.namespace, target.name)
+        check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
         for role in ROLES:
             _refuse_other_manifest(live[role], docs.get(role))
             if not state.RolloutState.from_object(live[role]).active:
@@ -173,6 +173,8 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     ds = target.kind == "ds"
     live = _get(kube, target)
     doc = docs.get("")
+    if not ds:  # a DisaggregatedSet rolls in one gated stage: --stages does not apply
+        check_stages(opts.stages, [doc or live])
     _refuse_other_manifest(live, doc)
     if not state.RolloutState.from_object(live).active:
         current = doc or live
@@ -187,6 +189,13 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                 doc = checked
     return (ds_rollout if ds else Rollout)(kube, target.namespace, target.name, opts, clock,
                                            manifest=doc, on_step=on_step).run()
+
+
+def check_stages(stages: str, objs: list[Obj]) -> None:
+    """Refuse stages that cannot resolve for these objects, before the persisted state is looked at:
+    a finished or running rollout must not turn a bad ``--stages`` into "already succeeded".
+    A pair's stages resolve against its larger role, as PairRollout does."""
+    resolve_stages(stages, max(gate.replicas(o) for o in objs))
 
 
 def _budget_patch(live: Obj, checked: Obj, ds: bool) -> Obj:

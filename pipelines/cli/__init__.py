@@ -15,6 +15,9 @@ import typer as typer_mod
 
 from lwsflow.controller.errors import InvalidInput, LwsflowError
 from lwsflow.pipelines.cli.app import app
+from lwsflow.pipelines.cli.output import one_line, print_error
+
+__all__ = ["entry", "main", "one_line"]
 
 # Each area owns one module; importing it registers its commands on `app`.
 _COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline")
@@ -50,19 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, typer_mod.Exit):
             return int(exc.exit_code)
         if isinstance(exc, click_exc.ClickException):
-            print(f"error: {one_line(exc.format_message())}", file=sys.stderr)
+            print_error(exc.format_message())
             return 2
         if os.environ.get("LWSFLOW_DEBUG"):
             raise
-        print(f"error: internal: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
+        print_error(f"internal: {type(exc).__name__}: {exc}")
         return 1
     return rv if isinstance(rv, int) else 0
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped: user values inside an error
-    message (a name with a newline, a form feed, U+2028) must not split the one error line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _fail(exc: Exception, code: int) -> int:
@@ -70,7 +67,7 @@ def _fail(exc: Exception, code: int) -> int:
         import traceback
 
         traceback.print_exc()
-    print(f"error: {one_line(str(exc))}", file=sys.stderr)
+    print_error(str(exc))
     return code
 
 

@@ -33,9 +33,12 @@ def render(
     """Render the catalog into a Kustomize tree (deterministic, atomic; keeps digest pins)."""
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.overlays import render_to
+    from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     cat = load_catalog(catalog)
-    changed = render_to(cat, out, check=check)
+    warn_about_catalog(cat, catalog)
+    with about_file(catalog):  # sizing and rendering errors name the file, as `plan` does
+        changed = render_to(cat, out, check=check)
     if check:
         if changed:
             for path in changed:

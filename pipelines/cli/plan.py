@@ -27,17 +27,14 @@ def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
     """The whole plan: one flat row per model and role (catalog order) and the pools' node usage."""
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.sizing import size_catalog
-    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     catalog = load_catalog(catalog_path)
+    warn_about_catalog(catalog, catalog_path)
     if env is not None:
         catalog.environment(env)  # unknown environment -> InvalidInput naming --env
-    try:
+    with about_file(catalog_path):  # sizing errors name the field; say which file too
         sizings = size_catalog(catalog, env)
-    except InvalidInput as exc:  # sizing errors name the field; say which file too
-        if exc.source:
-            raise
-        raise InvalidInput(exc.message, field=exc.field, source=str(catalog_path)) from None
     rows: list[dict[str, Any]] = []
     for ms in sizings:
         for rs in ms.roles.values():

@@ -1,9 +1,14 @@
 """`lwsflow rollout`: staged, gated rollouts of an LWS, a P/D pair or a DisaggregatedSet.
 
-    lwsflow rollout lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] --stages 1,25%,50%,100%
-        [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback]
-        [--auto-budget] [--smoke]
-    lwsflow rollout pause|resume|status|abort TARGET -n NS
+    lwsflow rollout run lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] [--stages 1,25%,50%,100%]
+        [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
+        [--auto-budget] [--smoke] [--hook CMD] [--probe URL]
+    lwsflow rollout pause|status TARGET -n NS
+    lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
+    lwsflow rollout abort TARGET -n NS [--report FILE]
+
+``lwsflow rollout TARGET ...`` (no subcommand) is ``rollout run TARGET ...``. Every subcommand checks
+all of its arguments before its first request that writes.
 
 Exit codes: 0 rolled out, 1 rolled back / failed / paused / aborted, 2 bad input.
 """
@@ -15,97 +20,205 @@ import logging
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
+    from typer._click import Context
+
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.rollout.engine import RolloutOptions
     from lwsflow.controller.rollout.hooks import Hook
     from lwsflow.controller.rollout.session import Target
 
-ACTIONS = ("pause", "resume", "status", "abort")
+ACTIONS = ("run", "pause", "resume", "abort", "status")
+_HELP = ("-h", "--help")
 
 
-@app.command(context_settings={"help_option_names": ["-h", "--help"]})
-def rollout(
-    target_or_action: Annotated[str, typer.Argument(
-        metavar="TARGET|ACTION", help="lws/NAME, pair/NAME or ds/NAME; or pause|resume|status|abort")],
-    action_target: Annotated[str | None, typer.Argument(metavar="[TARGET]",
-                                                        help="the target of an action")] = None,
-    namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
+class _RolloutGroup(TyperGroup):
+    """``rollout TARGET ...`` and ``rollout -n NS TARGET ...`` (the forms the docs used before the
+    subcommands) mean ``rollout run``; anything else that is not a subcommand gets a one-line hint."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        from lwsflow.controller.errors import InvalidInput
+
+        first = args[0] if args else ""
+        if args and first not in self.commands and first not in _HELP:
+            if "/" not in first and not first.startswith("-"):
+                raise InvalidInput(f"unknown subcommand {first!r}; use `lwsflow rollout "
+                                   f"{'|'.join(ACTIONS)} TARGET`", field="rollout")
+            if len(args) > 1 and args[1] in ACTIONS:
+                raise InvalidInput(f"the action comes first: `lwsflow rollout {args[1]} {first}`",
+                                   field="rollout")
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+rollout_app = typer.Typer(
+    cls=_RolloutGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    context_settings={"help_option_names": list(_HELP)},
+    help="Roll out in partition stages gated on readiness equality; pause, resume, abort or show one. "
+    "`lwsflow rollout TARGET ...` is short for `lwsflow rollout run TARGET ...`.")
+app.add_typer(rollout_app, name="rollout")
+
+# Options every subcommand shares, and the ones only `run` (and `resume`) take.
+Target_ = Annotated[str | None, typer.Argument(metavar="TARGET", show_default=False,
+                                               help="lws/NAME, pair/NAME or ds/NAME")]
+Namespace = Annotated[str, typer.Option("--namespace", "-n")]
+Kubeconfig = Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")]
+Report = Annotated[str | None, typer.Option(help="write the JSON report here")]
+Smoke = Annotated[bool, typer.Option("--smoke", help="smoke-test the target after each stage")]
+Hooks = Annotated[list[str] | None, typer.Option("--hook", help="command after each stage (exit 0 passes)")]
+Probes = Annotated[list[str] | None, typer.Option("--probe", help="URL probed after each stage (2xx passes)")]
+# Only `run` takes a manifest; the others accept the option hidden, to refuse it by name (exit 2)
+# instead of click's generic "no such option" or, as before, silently ignoring it.
+NoManifest = Annotated[str | None, typer.Option("--manifest", hidden=True)]
+
+
+@rollout_app.command("run")
+def run(
+    target: Target_ = None,
+    namespace: Namespace = "default",
     manifest: Annotated[str | None, typer.Option(help="new manifest (omit: GitOps applied it)")] = None,
     stages: Annotated[str, typer.Option(help="groups after each stage")] = "1,25%,50%,100%",
     bake: Annotated[str, typer.Option(help="per-stage bake while equality holds")] = "0s",
     deadline: Annotated[str, typer.Option(help="per-stage progress deadline")] = "30m",
-    kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
-    report: Annotated[str | None, typer.Option(help="write the JSON report here")] = None,
+    kubeconfig: Kubeconfig = None,
+    report: Report = None,
     no_rollback: Annotated[bool, typer.Option("--no-rollback", help="on failure leave it paused")] = False,
     retry: Annotated[bool, typer.Option("--retry", help="roll out again a manifest that failed")] = False,
     auto_budget: Annotated[bool, typer.Option("--auto-budget",
                                               help="if the plan does not fit the GPUs: the "
                                               "first smaller budget that does")] = False,
-    smoke: Annotated[bool, typer.Option("--smoke", help="smoke-test the target after each stage")] = False,
-    hook: Annotated[list[str] | None, typer.Option(help="command after each stage (exit 0 passes)")] = None,
-    probe: Annotated[list[str] | None, typer.Option(help="URL probed after each stage (2xx passes)")] = None,
+    smoke: Smoke = False,
+    hook: Hooks = None,
+    probe: Probes = None,
 ) -> int:
-    """Roll out in partition stages gated on readiness equality; pause, resume, status or abort one.
+    """Start a rollout (or continue the one in progress after a crash).
 
     A DisaggregatedSet has no partition: its rollout is one gated stage and cannot be paused
     (abort rolls it back).
     """
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.kube.client import Kube
-    from lwsflow.controller.rollout import hooks as rhooks
-    from lwsflow.controller.rollout import session
     from lwsflow.controller.rollout.engine import RolloutOptions
     from lwsflow.controller.rollout.stages import parse_duration, parse_stage_spec
 
-    action = target_or_action if target_or_action in ACTIONS else "run"
-    text = action_target if action != "run" else target_or_action
-    if action == "run" and action_target is not None:
-        raise InvalidInput(f"unexpected argument {action_target!r}", field="target")
-    if text is None:
-        raise InvalidInput(f"`rollout {action}` needs a TARGET (lws/NAME, pair/NAME or ds/NAME)",
-                           field="target")
-    target = session.parse_target(text, namespace)
+    tgt = _target("run", target, namespace)
     parse_stage_spec(stages)
     opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
                           deadline_s=parse_duration(deadline, "deadline"), no_rollback=no_rollback,
                           retry=retry)
     if opts.deadline_s <= 0:
         raise InvalidInput("must be greater than 0", field="deadline")
-    opts.hooks.extend(rhooks.command_hook(shlex.split(h)) for h in hook or [])
-    opts.hooks.extend(rhooks.http_probe(u) for u in probe or [])
+    _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
+    kube, clock = _connect(kubeconfig)
+    return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+
+
+@rollout_app.command("pause")
+def pause(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+          manifest: NoManifest = None) -> int:
+    """Stop the rollout in progress at its next step; `resume` continues it."""
+    from lwsflow.controller.rollout import session
+
+    tgt = _target("pause", target, namespace, manifest)
+    kube, clock = _connect(kubeconfig)
+    session.set_flags(kube, clock.now(), tgt, paused=True)
+    print(f"{tgt}: pause requested; the controller stops at its next step, mid-stage "
+          "included: the partition stays where it is (groups it already released still "
+          "update) and no further stage starts until `resume`", flush=True)
+    return 0
+
+
+@rollout_app.command("resume")
+def resume(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+           report: Report = None, smoke: Smoke = False, hook: Hooks = None, probe: Probes = None,
+           manifest: NoManifest = None) -> int:
+    """Continue a paused rollout with the stages, bake and deadline it was started with."""
+    from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.engine import RolloutOptions
+
+    tgt = _target("resume", target, namespace, manifest)
+    opts = RolloutOptions()
+    _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
+    kube, clock = _connect(kubeconfig)
+    opts = session.options_from_state(kube, tgt, opts)  # refuses before writing when none is active
+    session.set_flags(kube, clock.now(), tgt, paused=False)
+    return _roll(kube, clock, tgt, opts, report)
+
+
+@rollout_app.command("abort")
+def abort(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+          report: Report = None, manifest: NoManifest = None) -> int:
+    """Abort the rollout in progress and roll back to the last good template (exit 1)."""
+    from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.engine import RolloutOptions
+
+    tgt = _target("abort", target, namespace, manifest)
+    kube, clock = _connect(kubeconfig)
+    opts = session.options_from_state(kube, tgt, RolloutOptions())
+    session.set_flags(kube, clock.now(), tgt, abort=True)
+    return _roll(kube, clock, tgt, opts, report)
+
+
+@rollout_app.command("status")
+def status(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+           manifest: NoManifest = None) -> int:
+    """Print the persisted rollout state and the live gate numbers, one JSON line per object."""
+    from lwsflow.controller.rollout import session
+
+    tgt = _target("status", target, namespace, manifest)
+    kube, _clock = _connect(kubeconfig)
+    for row in session.status(kube, tgt):
+        print(json.dumps(row, sort_keys=True), flush=True)
+    return 0
+
+
+def _target(action: str, text: str | None, namespace: str, manifest: str | None = None) -> Target:
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.rollout import session
+
+    if manifest is not None:
+        raise InvalidInput(f"only `lwsflow rollout run` takes a manifest, not `{action}`", field="manifest")
+    if text is None:
+        raise InvalidInput(f"`rollout {action}` needs a TARGET (lws/NAME, pair/NAME or ds/NAME)",
+                           field="target")
+    return session.parse_target(text, namespace)
+
+
+def _add_hooks(opts: RolloutOptions, target: Target, kubeconfig: str | None, smoke: bool,
+               hooks: list[str] | None, probes: list[str] | None) -> None:
+    from lwsflow.controller.rollout import hooks as rhooks
+
+    opts.hooks.extend(rhooks.command_hook(shlex.split(h)) for h in hooks or [])
+    opts.hooks.extend(rhooks.http_probe(u) for u in probes or [])
     if smoke:
         opts.hooks.append(_smoke_hook(target, kubeconfig))
+
+
+def _connect(kubeconfig: str | None) -> tuple[Kube, Any]:
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.rollout import session
+
     _configure_logging()
     kube = Kube.connect(kubeconfig)
-    clock = session.clock_for(kube)
-    out = _Output()
+    return kube, session.clock_for(kube)
 
-    if action == "status":
-        for row in session.status(kube, target):
-            out.line(json.dumps(row, sort_keys=True))
-        return 0
-    if action == "pause":
-        session.set_flags(kube, clock.now(), target, paused=True)
-        out.line(f"{target}: pause requested; the controller stops at its next step, mid-stage "
-                 "included: the partition stays where it is (groups it already released still "
-                 "update) and no further stage starts until `resume`")
-        return 0
-    if action == "resume":
-        session.set_flags(kube, clock.now(), target, paused=False)
-        opts = session.options_from_state(kube, target, opts)
-    if action == "abort":
-        session.set_flags(kube, clock.now(), target, abort=True)
-        opts = session.options_from_state(kube, target, opts)
-    if manifest and action != "run":
-        raise InvalidInput("--manifest only applies when starting a rollout", field="manifest")
-    outcome = session.run(kube, clock, target, opts, manifest=manifest, auto_budget=auto_budget,
-                          on_step=out.step, log=out.line)
-    out.close()
+
+def _roll(kube: Kube, clock: Any, target: Target, opts: RolloutOptions, report: str | None, *,
+          manifest: str | None = None, auto_budget: bool = False) -> int:
+    from lwsflow.controller.rollout import session
+
+    out = _Output()
+    try:
+        outcome = session.run(kube, clock, target, opts, manifest=manifest, auto_budget=auto_budget,
+                              on_step=out.step, log=out.line)
+    finally:
+        out.close()
     if report:
         outcome.report.write(report)
     out.line(f"{target}: {outcome.result}: {outcome.message}")

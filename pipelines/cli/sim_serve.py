@@ -36,9 +36,12 @@ def serve(
         ),
     ] = None,
     kubeconfig: Annotated[
-        Path,
-        typer.Option("--kubeconfig", help="Where to write the kubeconfig (mode 0600: it holds the token)."),
-    ] = Path("lwsflow-sim.kubeconfig"),
+        Path | None,
+        typer.Option("--kubeconfig", show_default=False,
+                     help="Where to write the kubeconfig (mode 0600: it holds the token). Default: "
+                     ".lwsflow/sim.kubeconfig in the project root (the nearest folder up with .git), "
+                     "else in the current folder."),
+    ] = None,
     duration: Annotated[
         float | None,
         typer.Option("--duration", help="Stop after this many wall seconds (default: until interrupted)."),
@@ -80,6 +83,7 @@ def serve(
     # Virtual time starts at wall time: kubectl computes ages client-side against the wall clock, so
     # they start right (they then drift by --speed; see docs/embedded-cluster.md). The token is only
     # ever written to the 0600 kubeconfig, never printed.
+    kubeconfig = kubeconfig or default_kubeconfig()
     sim = EmbeddedCluster(kubeconfig.parent, cfg, speed=speed, engines=engines, port=port,
                           now0=time.time(), kubeconfig_name=kubeconfig.name)
     try:
@@ -104,3 +108,12 @@ def serve(
         sim.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def default_kubeconfig(cwd: Path | None = None) -> Path:
+    """``.lwsflow/sim.kubeconfig`` under the project root (nearest ancestor with ``.git``), else under
+    ``cwd``: the state folder .gitignore covers, so the token never lands in a tracked folder."""
+    here = (cwd or Path.cwd()).resolve()
+    root = next((d for d in (here, *here.parents) if (d / ".git").exists()), here)
+    return root / ".lwsflow" / "sim.kubeconfig"
+

@@ -1,7 +1,8 @@
 """`lwsflow validate PATH...`: check every LeaderWorkerSet / DisaggregatedSet like the API server would.
 
 Files or directories (recursive ``*.yaml`` / ``*.yml``), multi-document. Each problem is one line on
-stdout, ``FILE: KIND/NAME: field.path: message``; other kinds are skipped with a note on stderr.
+stderr in the error format of every command, ``error: FILE: KIND/NAME: field.path: message``; other
+kinds are skipped with a note on stderr.
 Exit 0 when everything is valid, 2 otherwise (unreadable files and bad YAML count as problems).
 """
 
@@ -90,10 +91,10 @@ def validate(
     if not quiet:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-    from lwsflow.pipelines.cli import one_line
+    from lwsflow.pipelines.cli.output import print_error
 
     for line in problems:
-        print(one_line(line))  # a hostile value quoted in a message must not split its line
+        print_error(line)
     summary = f"{checked} object(s) checked, {len(problems)} problem(s)"
     print(summary, file=sys.stderr)
     if problems:

@@ -2,9 +2,10 @@
 
 The embedded cluster (``sim/cluster.py``) calls ``on_running(pod)`` when a simulated pod
 starts running and ``on_stopped(pod)`` when it goes. For a leader pod (worker index "0") this hook
-starts a stand-in engine on ``podIP:port`` (port from the ``lwsflow.io/serving-port`` annotation,
-default 8000; role from the ``lwsflow.io/role`` label, else the DisaggregatedSet role label; model
-from ``lwsflow.io/served-model``), so
+starts a stand-in engine on ``podIP:port`` (the port the leader container's engine would serve on:
+``lwsflow.controller.api.serving.serving_port``, from its ``--port`` flag or container ports; role
+from the ``lwsflow.io/role`` label, else the DisaggregatedSet role label; model from
+``lwsflow.io/served-model``), so
 ``lwsflow smoke`` against a simulated rollout makes real HTTP calls. Bad releases misbehave for real:
 an image tag containing ``bad`` runs with ``status500``, and the pod annotation
 ``sim.lwsflow.io/engine-mode`` sets any failure modes (``faults`` spelling).
@@ -16,11 +17,11 @@ import logging
 import threading
 
 from lwsflow.controller.api import labels
+from lwsflow.controller.api.serving import serving_port
 from lwsflow.sim.engine.server import EngineHandle, start_engine
 
 ENGINE_MODE_ANNOTATION = "sim.lwsflow.io/engine-mode"
 SIDE_CHANNEL_PORT = 5600  # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
-DEFAULT_PORT = 8000
 BAD_IMAGE_MODES = "status500"
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class EnginePodHook:
             if key in self.engines:
                 return
             try:
-                port = int(ann.get(labels.SERVING_PORT, DEFAULT_PORT))
+                port = serving_port(pod.get("spec") or {}, ann)
                 handle = start_engine(
                     host=ip, port=port, role=lbl.get(labels.ROLE) or lbl.get(labels.DS_ROLE) or "aggregated",
                     model=ann.get(labels.SERVED_MODEL) or lbl.get(labels.MODEL) or "stub-model",
@@ -75,6 +76,13 @@ class EnginePodHook:
                 log.warning("engine for pod %s/%s did not start: %s", *key, exc)
                 return
             self.engines[key] = handle
+
+    def listening(self, pod: dict, port: int) -> bool | None:
+        """Whether this pod's stand-in engine listens on ``port``; None when no engine backs the pod
+        (the kubelet then cannot tell, and does not fail its probes)."""
+        with self._lock:
+            handle = self.engines.get(_key(pod))
+        return None if handle is None else handle.port == port
 
     def on_stopped(self, pod: dict) -> None:
         with self._lock:

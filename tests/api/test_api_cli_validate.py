@@ -15,14 +15,16 @@ from lwsflow.pipelines.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    """(exit code, the problems without their ``error: `` prefix, stderr); stdout stays empty."""
     code = main(["validate", *args])
     out, err = capsys.readouterr()
-    return code, out.splitlines(), err
+    assert out == ""
+    return code, [ln.removeprefix("error: ") for ln in err.splitlines() if ln.startswith("error: ")], err
 
 
 def test_upstream_examples_directory_is_valid(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(lws_reference_dir() / "examples"))
-    assert code == 0 and out == []
+    assert code == 0 and out == [] and "error" not in err
     assert "12 object(s) checked, 0 problem(s)" in err
     assert "skipped Service/tensorrt-service (not a LeaderWorkerSet or DisaggregatedSet)" in err
     assert "skipped HorizontalPodAutoscaler/lws-hpa" in err
@@ -94,5 +96,16 @@ def test_console_script_end_to_end(tmp_yaml) -> None:
     proc = subprocess.run([str(exe), "validate", str(f)], capture_output=True, text=True, timeout=60,
                           cwd=repo_root())
     assert proc.returncode == 2, proc.stderr
-    assert proc.stdout.startswith(f"{f}: LeaderWorkerSet/Bad: metadata.name: Invalid value")
+    assert proc.stderr.startswith(f"error: {f}: LeaderWorkerSet/Bad: metadata.name: Invalid value")
     assert "Traceback" not in proc.stderr
+
+
+def test_validate_errors_use_the_one_error_format(tmp_path: Path, capsys) -> None:
+    """Issue 13.5: every command prints problems as ``error: FILE: ...`` lines on stderr."""
+    missing = tmp_path / "missing.yaml"
+    assert main(["validate", "-q", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"error: {missing}: no such file",
+                                              "0 object(s) checked, 1 problem(s)"]
+    assert main(["plan", str(missing)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {missing}: no such file"]

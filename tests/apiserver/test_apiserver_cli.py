@@ -128,3 +128,23 @@ def test_sim_serve_refuses_config_and_catalog_together(capsys: pytest.CaptureFix
                  "--kubeconfig", str(tmp_path / "kc")])
     assert code == 2
     assert capsys.readouterr().err.strip() == "error: --catalog: give --config or --catalog, not both"
+
+
+@pytest.mark.parametrize("layout", ["project-subdir", "no-project"])
+def test_sim_serve_default_kubeconfig_goes_to_the_state_folder(tmp_path: Path, layout: str) -> None:
+    """Issue 13.6: the default kubeconfig (it holds the token) was written into the current folder,
+    which .gitignore does not cover. It goes to the project's `.lwsflow/` (ignored), mode 0600, and
+    the banner says where."""
+    root = tmp_path / "proj"
+    cwd = root / "sub" if layout == "project-subdir" else root
+    cwd.mkdir(parents=True)
+    if layout == "project-subdir":
+        (root / ".git").mkdir()
+    proc = subprocess.Popen([str(LWSFLOW), "sim", "serve", "--duration", "0", "--no-engines"], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    want = root / ".lwsflow" / "sim.kubeconfig"
+    assert f"kubeconfig: {want}" in out
+    assert want.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in cwd.iterdir()) == ([".lwsflow"] if layout == "no-project" else [])

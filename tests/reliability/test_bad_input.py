@@ -79,7 +79,7 @@ def test_valid_catalog_renders_deterministically(doc: dict, scratch: Path) -> No
     assert run_cli(["render", catalog, "--out", work / "a", "--check"]).code == 0
     # whatever render accepts, the API-server validation accepts too
     check = run_cli(["validate", "-q", work / "a"])
-    assert check.code == 0, check.out
+    assert check.code == 0, check.err
 
 
 @settings(CAMPAIGN, max_examples=2)

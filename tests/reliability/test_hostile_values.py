@@ -139,9 +139,10 @@ def test_hostile_file(command: str, case: str, content: bytes, message: str, ren
         res = run_cli(["validate", "-q", path])
         code, message = VALIDATE_DIFFERS.get(case, (2, message))
         assert res.code == code, res.out + res.err
-        assert message in res.out and "Traceback" not in res.text
-        assert all(ln.startswith(f"{path}: ") for ln in res.out.splitlines()), res.out
-        assert len(res.out.splitlines()) == (1 if code else 0)
+        errors = res.err.splitlines()[:-1]  # then the summary line
+        assert message in res.err and "Traceback" not in res.text and res.out == ""
+        assert all(ln.startswith(f"error: {path}: ") for ln in errors), res.err
+        assert len(errors) == (1 if code else 0)
     else:
         argv = ["plan", path] if command == "plan" else ["render", path, "--out", rendered_tree]
         res = run_cli(argv)
@@ -293,9 +294,9 @@ def test_hostile_manifest_value(path: tuple[Any, ...], value: Any, field: str, s
     res = run_cli(["validate", "-q", manifest])
 
     assert res.code == 2
-    lines = res.out.splitlines()
-    assert lines and all(ln.startswith(f"{manifest}: ") for ln in lines), res.out
-    assert any(field in ln for ln in lines), res.out
+    lines = res.err.splitlines()[:-1]  # then the summary line
+    assert lines and all(ln.startswith(f"error: {manifest}: ") for ln in lines), res.err
+    assert any(field in ln for ln in lines), res.err
     assert "Traceback" not in res.text
 
 
@@ -308,6 +309,6 @@ def test_hostile_disaggregatedset_role_name(name: str, scratch: Path) -> None:
     res = run_cli(["validate", "-q", manifest])
 
     assert res.code == 2
-    lines = res.out.splitlines()
-    assert lines and all(ln.startswith(f"{manifest}: ") for ln in lines), res.out
-    assert any("spec.roles[0]" in ln for ln in lines), res.out
+    lines = res.err.splitlines()[:-1]  # then the summary line
+    assert lines and all(ln.startswith(f"error: {manifest}: ") for ln in lines), res.err
+    assert any("spec.roles[0]" in ln for ln in lines), res.err

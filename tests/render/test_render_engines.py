@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from render_helpers import LLAMA_8B, LLAMA_70B, LLAMA_405B, build, model
 
 from lwsflow.components.engines import Launch, launch
@@ -31,8 +32,45 @@ def test_vllm_single_pod_runs_vllm_serve_directly() -> None:
 
 
 def test_quantized_weights_take_the_dtype_from_the_checkpoint() -> None:
-    out = _launch(model(LLAMA_405B, dtype="fp8"))
+    out = _launch(model(LLAMA_405B, dtype="fp8", checkpointDtype="fp8",
+                        model="neuralmagic/Meta-Llama-3.1-405B-Instruct-FP8"))
     assert "--dtype" not in out.args and out.command == ["vllm", "serve"]  # fp8 405B fits one node
+    assert "--quantization" not in out.args  # pre-quantized: the engine reads its quantization config
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_fp8_from_a_16_bit_checkpoint_is_quantized_on_the_fly(engine: str) -> None:
+    """Issue 13.7: `dtype: fp8` sizes 1 byte per weight; a bf16 checkpoint without a flag would load
+    2. vLLM (`--quantization fp8`: online dynamic quantization of a BF16/FP16 model) and SGLang
+    (`--quantization fp8` on a 16-bit checkpoint) quantize at load time."""
+    out = _launch(model(LLAMA_405B, dtype="fp8", engine=engine))
+    assert " ".join(out.args).count("--quantization fp8") == 1
+    explicit = _launch(model(LLAMA_405B, dtype="fp8", engine=engine, checkpointDtype="bf16"))
+    assert explicit.args == out.args
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"dtype": "bf16", "checkpointDtype": "fp8"}, "checkpointDtype"),
+    ({"dtype": "int4", "checkpointDtype": "bf16"}, "checkpointDtype"),
+])
+def test_checkpoint_dtype_that_cannot_serve_the_dtype_is_refused(changes: dict[str, str], field: str) -> None:
+    from lwsflow.controller.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=field):
+        build(model(LLAMA_8B, **changes))
+
+
+@pytest.mark.parametrize(("changes", "warns"), [
+    ({"dtype": "fp8", "model": "org/Llama-3.1-8B-Instruct-FP8"}, "looks like a pre-quantized fp8"),
+    ({"dtype": "fp8", "checkpointDtype": "fp8"}, "does not look like an fp8 checkpoint"),
+    ({"dtype": "bf16", "model": "org/llama-3.1-8b-fp8-dynamic"}, "looks like a pre-quantized fp8"),
+    ({"dtype": "fp8", "checkpointDtype": "fp8", "model": "org/Llama-FP8"}, None),
+    ({"dtype": "fp8"}, None),
+])
+def test_model_id_of_the_other_kind_warns(changes: dict[str, str], warns: str | None) -> None:
+    spec = build(model(LLAMA_8B, **changes)).model("llama-8b")
+    found = spec.checkpoint_warnings()
+    assert (warns in found[0] and len(found) == 1) if warns else found == []
 
 
 def test_sglang_single_pod_has_no_multi_node_flags() -> None:

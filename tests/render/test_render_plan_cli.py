@@ -65,6 +65,24 @@ def test_bad_catalog_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert len(lines) == 1 and fragment in lines[0] and str(path) in lines[0]
 
 
+@pytest.mark.parametrize("doc", [
+    catalog_doc({**LLAMA_405B, "replicas": "three"}),
+    catalog_doc(LLAMA_405B, pools=[{**H100, "nodes": 1}]),
+    catalog_doc(model(LLAMA_405B, replicas=20)),
+], ids=["invalid", "pool-too-small", "too-many-replicas"])
+def test_plan_and_render_print_the_same_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   doc: dict[str, Any]) -> None:
+    """Issue 13.5: `plan` prefixed the file to sizing errors and `render` did not. One format for
+    every command: ``error: FILE: field: message``."""
+    path = _write(tmp_path, doc)
+    assert main(["plan", str(path)]) == 2
+    plan_err = capsys.readouterr().err
+    assert main(["render", str(path), "--out", str(tmp_path / "out")]) == 2
+    render_err = capsys.readouterr().err
+    assert plan_err == render_err and plan_err.startswith(f"error: {path}: models")
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_environment_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(EXAMPLE_CATALOG), "--env", "qa"]) == 2
     assert "unknown environment 'qa'" in capsys.readouterr().err
@@ -77,3 +95,22 @@ def test_console_script_end_to_end() -> None:
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["roles"]) == 8
+
+
+@pytest.mark.parametrize("command", ["plan", "render"])
+def test_fp8_looking_model_id_warns_on_stderr_and_renders(tmp_path: Path, command: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.7: an id that looks pre-quantized while the catalog says 16-bit warns (not fails)."""
+    doc = model(LLAMA_405B, dtype="fp8", model="org/Llama-3.1-405B-Instruct-FP8",
+                image="vllm/vllm-openai:v0.11.0@sha256:" + "a" * 64)
+    path = _write(tmp_path, catalog_doc(doc))
+    argv = ["plan", str(path)] if command == "plan" else ["render", str(path), "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {path}: models[llama-405b].model: ")
+    assert "looks like a pre-quantized fp8 checkpoint" in err[0]
+    if command == "render":
+        docs = [d for p in (tmp_path / "o").rglob("*.yaml") for d in yaml.safe_load_all(p.read_text())]
+        lws = next(d for d in docs if d and d.get("kind") == "LeaderWorkerSet")
+        args = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]
+        assert "--quantization fp8" in " ".join(args)

@@ -93,9 +93,9 @@ def test_bigger_new_template_is_checked_with_the_new_gpus() -> None:
     assert not rep.fits and rep.surge_groups == 0
     assert (rep.old_gpus_per_group, rep.gpus_per_group, rep.replaced_that_fit) == (2, 16, 0)
     assert rep.message == (
-        "4 group(s) of 2 GPUs replaced by groups of 16 GPUs, 1 at a time (maxSurge 0, maxUnavailable 1) "
-        "do NOT fit: new group 1 of 4 finds no room in 26 free GPUs on 4 eligible node(s) once the old "
-        "groups ahead of it freed theirs (24 free before the rollout)")
+        "pool h100: 4 group(s) of 2 GPUs replaced by groups of 16 GPUs, 1 at a time (maxSurge 0, "
+        "maxUnavailable 1) do NOT fit: new group 1 of 4 finds no room in 26 free GPUs on 4 eligible "
+        "node(s) once the old groups ahead of it freed theirs (24 free before the rollout)")
     # two spare nodes take the first new group, then the rollout stalls part-way...
     two = capacity.check(gpu_lws(0), [*nodes, node("s0", 8), node("s1", 8)], ring)
     assert not two.fits and two.replaced_that_fit == 1
@@ -186,7 +186,7 @@ def test_ds_roles_default_to_surge_1_and_are_checked_together() -> None:
     full = [node(f"n{i}", 8) for i in range(2)]
     rep = capacity.check_ds(ds_doc(), full, ds_pods())
     assert not rep.fits and rep.role == "prefill"
-    assert rep.message.startswith("role prefill: 1 surge group(s) x 8 GPUs do NOT fit")
+    assert rep.message.startswith("role prefill (pool h100): 1 surge group(s) x 8 GPUs do NOT fit")
     # both roles surge at the same step: one spare node is not enough, two are
     assert capacity.check_ds(ds_doc(), [*full, node("s0", 8)], ds_pods()).role == "decode"
     assert capacity.check_ds(ds_doc(), [*full, node("s0", 8), node("s1", 8)], ds_pods()).fits

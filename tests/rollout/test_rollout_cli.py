@@ -16,7 +16,7 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
-from lwsflow.controller.yamlio import dump_yaml
+from lwsflow.controller.yamlio import dump_yaml, dump_yaml_documents
 from lwsflow.pipelines.cli import main
 
 
@@ -129,7 +129,8 @@ def test_ds_capacity_checked_per_role_then_auto_budget(tmp_path: Path,
         mf.write_text(dump_yaml(new_release(base)))
         assert main(cli(env, "ds/dcap", "--manifest", str(mf))) == 2
         err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and "role prefill: 1 surge group(s) x 8 GPUs do NOT fit" in err
+        assert err.count("\n") == 0
+        assert "role prefill (pool h100): 1 surge group(s) x 8 GPUs do NOT fit" in err
         live = env.kube.get(DS, NS, "dcap")
         assert live["spec"]["roles"] == env.rec_first("dcap")["spec"]["roles"]  # nothing applied
         assert main(cli(env, "ds/dcap", "--manifest", str(mf), "--auto-budget")) == 0
@@ -312,5 +313,174 @@ def test_gitops_auto_budget_writes_the_budget_on_the_live_lws(tmp_path: Path,
         final = env.kube.get(LWS, NS, "ga")
         assert gate.max_surge(final) == 1 and gate.max_unavailable(final) == 0
         assert gate.partition(final) == 2 and gate.lws_fully_rolled(final).passed  # frozen at rest
+    finally:
+        env.close()
+
+
+def _interrupted_at_stage_2(env: Env, name: str) -> dict:
+    base = lws_manifest(name, replicas=4)
+    env.create_ready(base)
+
+    def stop(step: str) -> None:
+        if step == "stage-2-passed":
+            raise Interrupted(step)
+    with pytest.raises(Interrupted):
+        LwsRollout(env.kube, NS, name, RolloutOptions(stages="1,2,3,100%"), env.clock(),
+                   manifest=new_release(base), on_step=stop).run()
+    return base
+
+
+@pytest.mark.parametrize("action", ["abort", "pause", "resume", "status"])
+def test_action_with_manifest_is_refused_before_any_write(env: Env, tmp_path: Path, action: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.3: `abort --manifest` wrote the abort annotation and then exited 2; `pause --manifest`
+    ignored the file. Every argument is validated before the first request that writes."""
+    base = _interrupted_at_stage_2(env, "v")
+    mf = tmp_path / "v.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    before = env.kube.get(LWS, NS, "v")
+    assert main(cli(env, action, "lws/v", "--manifest", str(mf))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and err.count("\n") == 0 and "manifest" in err
+    after = env.kube.get(LWS, NS, "v")
+    assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert after["spec"] == before["spec"]
+    st = state.RolloutState.from_object(after)
+    assert st.active and not st.abort and not st.paused
+
+
+def test_bad_stages_refused_even_after_success(env: Env, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.3: stages are validated before the persisted state is looked at: a finished rollout
+    does not turn `--stages 50%,25%` into `already succeeded`, exit 0."""
+    base = lws_manifest("done", replicas=4)
+    env.create_ready(base)
+    mf = tmp_path / "done.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    assert main(cli(env, "lws/done", "--manifest", str(mf), "--stages", "1,100%")) == 0
+    capsys.readouterr()
+    for stages in ("50%,25%", "1,2"):  # decreasing; the last stage not all of spec.replicas=4
+        assert main(cli(env, "lws/done", "--stages", stages)) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: stages: ") and err.count("\n") == 0
+    assert main(cli(env, "lws/done", "--manifest", str(mf), "--stages", "1,100%")) == 0  # nothing to do
+    assert "already succeeded" in capsys.readouterr().out
+
+
+def test_run_subcommand_and_the_documented_short_form(env: Env, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`rollout run TARGET` is the explicit form; `rollout TARGET` (README, docs/rollout.md) still runs."""
+    base = lws_manifest("sub", replicas=2)
+    env.create_ready(base)
+    mf = tmp_path / "sub.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    assert main(cli(env, "run", "lws/sub", "--manifest", str(mf), "--stages", "1,100%")) == 0
+    mf.write_text(dump_yaml(new_release(base, image="vllm:3")))
+    assert main(["rollout", "-n", NS, "lws/sub", "--manifest", str(mf), "--stages", "100%",
+                 "--kubeconfig", str(env.kubeconfig)]) == 0
+    assert "succeeded" in capsys.readouterr().out
+    worker = env.kube.get(LWS, NS, "sub")["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert worker["spec"]["containers"][0]["image"] == "vllm:3"
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    pytest.param(["lws/x", "pause"], "lwsflow rollout pause lws/x", id="action_after_target"),
+    pytest.param(["rollback", "lws/x"], "run|pause|resume|abort|status", id="unknown_action"),
+])
+def test_unknown_forms_get_a_one_line_hint(args: list[str], hint: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollout", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and err.count("\n") == 0 and hint in err
+
+
+def test_rollout_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rollout", "--help"]) == 0
+    out = capsys.readouterr().out
+    for sub in ("run", "pause", "resume", "abort", "status"):
+        assert f" {sub} " in out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_api_names_url_and_kubeconfig_exit_1(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.5: a dead API server printed `error: 500 InternalError: connection failed:
+    NewConnectionError`. It is not an API answer: say where, that nothing answered, which kubeconfig."""
+    from lwsflow.sim.kubeconfig import write_kubeconfig
+
+    url = f"https://127.0.0.1:{_free_port()}"
+    kc = write_kubeconfig(tmp_path / "kc", url, "t0ken", ca_pem=None)
+    t0 = time.monotonic()
+    assert main(["rollout", "status", "lws/x", "--kubeconfig", str(kc)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: cannot reach the Kubernetes API at {url} (nothing answered; kubeconfig: {kc})"
+    assert time.monotonic() - t0 < 15  # bounded retries
+
+
+def test_api_that_does_not_speak_tls_is_a_tls_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A plain-HTTP listener behind an https:// kubeconfig: the TLS handshake fails, and says so."""
+    import http.server
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        from lwsflow.sim.kubeconfig import write_kubeconfig
+
+        url = f"https://127.0.0.1:{srv.server_address[1]}"
+        kc = write_kubeconfig(tmp_path / "kc", url, "t0ken", ca_pem=None)
+        assert main(["rollout", "status", "lws/x", "--kubeconfig", str(kc)]) == 1
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot reach the Kubernetes API at {url} (TLS handshake failed: ")
+    assert err.endswith(f"; kubeconfig: {kc})") and err.count("\n") == 0 and "500" not in err
+
+
+def _gpu_pair(env: Env, name: str) -> dict[str, dict]:
+    """A P/D pair filling both 8-GPU nodes: prefill 1 x 8 GPUs, decode 1 x 8 GPUs (maxSurge 1)."""
+    docs = {}
+    for role, surge, unavailable in (("prefill", 0, 1), ("decode", 1, 0)):
+        docs[role] = lws_manifest(f"{name}-{role}", replicas=1, size=1, gpus=8, surge=surge,
+                                  unavailable=unavailable, labels={L.PD_PAIR: name, L.ROLE: role})
+        env.create_ready(docs[role])
+    return docs
+
+
+def test_pair_capacity_refusal_names_role_and_pool_and_suggests_what_helps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13.5: the P/D refusal named no role and offered --auto-budget even when no budget fits."""
+    env = make_env(tmp_path, gpu_nodes=2)
+    try:
+        docs = _gpu_pair(env, "pp")
+        mf = tmp_path / "pp.yaml"
+        mf.write_text(dump_yaml_documents([new_release(docs["prefill"]), new_release(docs["decode"])]))
+        assert main(cli(env, "pair/pp", "--manifest", str(mf), "--stages", "100%")) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "role decode (LeaderWorkerSet pp-decode, pool h100)" in err
+        assert "pool h100" in err and "--auto-budget" in err  # maxSurge 0 / maxUnavailable 1 fits
+        # 16 GPUs per pod: no node has them, so no budget helps and none is offered
+        huge = new_release(docs["decode"])
+        huge["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+            "resources"]["limits"][L.GPU_RESOURCE] = 16
+        mf.write_text(dump_yaml_documents([new_release(docs["prefill"]), huge]))
+        assert main(cli(env, "pair/pp", "--manifest", str(mf), "--stages", "100%")) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "role decode" in err and "pool h100" in err
+        assert "--auto-budget" not in err and "no budget" in err
+        for role in ("prefill", "decode"):
+            assert not state.RolloutState.from_object(env.kube.get(LWS, NS, f"pp-{role}")).id
     finally:
         env.close()

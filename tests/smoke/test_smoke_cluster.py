@@ -16,7 +16,7 @@ from smoke_helpers import MODEL, by_name, failed_names, fast_config
 from lwsflow.components.smoke import run_smoke
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.controller.kube.resources import DS, EVENT, LWS, POD, Resource
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
 from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION
 from lwsflow.sim.kubeconfig import write_kubeconfig
@@ -195,4 +195,96 @@ def test_unreachable_cluster_is_a_bounded_failed_discover_check(tmp_path: Path):
     t0 = time.monotonic()
     report = run_smoke(fast_config(targets=["lws/x"], kubeconfig=str(kc)))
     assert [c.name for c in report.failed()] == ["discover"] and time.monotonic() - t0 < 5
-    assert "connection failed" in report.checks[0].detail
+    want = f"cannot reach the Kubernetes API at http://127.0.0.1:{port} (nothing answered; kubeconfig: {kc})"
+    assert want in report.checks[0].detail
+
+
+# -- the serving port comes from the manifest (issue 12.5) -------------------------------------------
+
+
+def _port_lws(name: str, container: dict[str, Any]) -> dict:
+    """An LWS without lwsflow's serving-port annotation: only its container says where it listens."""
+    obj = lws(name, replicas=1, exclusive=False)
+    c = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    c.update(container)
+    return obj
+
+
+def _pods(sim: Sim, name: str) -> list[dict]:
+    return sim.kube.list(POD, "default", label_selector=f"{L.NAME}={name}")[0]
+
+
+@pytest.mark.parametrize("how", ["args", "shell-script", "container-port"])
+def test_engine_listens_where_the_manifest_says_and_smoke_finds_it(sim: Sim, how: str):
+    """Issue 12.5: the stand-in engine always listened on 8000 and smoke always probed 8000. It now
+    listens on the leader container's serving port (`--port N` in its command line, else the
+    containerPort named http, else the first) and smoke reads the same from the pod spec."""
+    port = sim.port + 1
+    container = {
+        "args": {"args": ["meta-llama/x", "--port", str(port), "--tensor-parallel-size", "8"]},
+        "shell-script": {"command": ["/bin/sh", "-c"], "args": [
+            f"bash start.sh && exec vllm serve m --port={port} --pipeline-parallel-size 2"]},
+        "container-port": {"ports": [{"name": "metrics", "containerPort": port + 1},
+                                     {"name": "http", "containerPort": port}]},
+    }[how]
+    sim.kube.create(LWS, "default", _port_lws("p", container))
+    sim.wait_engines(1)
+    assert [h.port for h in sim.hook.engines.values()] == [port]
+    report = run_smoke(fast_config(targets=["lws/p"], kubeconfig=str(sim.kubeconfig), model=None,
+                                   request_timeout_s=3.0, placement=False))
+    assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
+    assert by_name(report)["health"][0].passed
+
+
+def _leader_service(name: str, target_port: int | str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{name}-leader", "namespace": "default"},
+            "spec": {"selector": {L.NAME: name, L.WORKER_INDEX: "0"},
+                     "ports": [{"name": "http", "port": 80, "targetPort": target_port}]}}
+
+
+def test_leader_service_port_decides_where_smoke_probes(sim: Sim):
+    """A Service whose targetPort nobody listens on fails smoke, as traffic through it would on a
+    real cluster; a named targetPort resolves through the container's ports."""
+    svc = Resource("", "v1", "services")
+    port = sim.port + 2
+    sim.kube.create(LWS, "default", _port_lws("s", {"args": ["m", "--port", str(port)],
+                                                    "ports": [{"name": "http", "containerPort": port}]}))
+    sim.wait_engines(1)
+    sim.kube.create(svc, "default", _leader_service("s", port + 7))
+    cfg = fast_config(targets=["lws/s"], kubeconfig=str(sim.kubeconfig), model=None, request_timeout_s=3.0,
+                      placement=False)
+    report = run_smoke(cfg)
+    health = by_name(report)["health"][0]
+    assert not health.passed and f":{port + 7}/health" in health.detail
+    sim.kube.delete(svc, "default", "s-leader")
+    sim.kube.create(svc, "default", _leader_service("s", "web"))  # a name no container port has
+    report = run_smoke(cfg)
+    assert failed_names(report) == {"service"}
+    assert "targetPort 'web' is no container port" in by_name(report)["service"][0].detail
+    sim.kube.delete(svc, "default", "s-leader")
+    sim.kube.create(svc, "default", _leader_service("s", "http"))
+    report = run_smoke(cfg)
+    assert report.passed, [(c.name, c.target, c.detail) for c in report.failed()]
+
+
+def test_readiness_probe_on_a_port_nobody_listens_on_never_turns_ready(sim: Sim):
+    """A readiness probe is checked against the stand-in engine's port: a probe on another port
+    fails as the kubelet's would (connection refused), so the pod stays Running and not Ready."""
+    port = sim.port + 3
+    for name, probe_port in (("good", "http"), ("bad", port + 5)):
+        sim.kube.create(LWS, "default", _port_lws(name, {
+            "args": ["m", "--port", str(port)], "ports": [{"name": "http", "containerPort": port}],
+            "readinessProbe": {"httpGet": {"path": "/health", "port": probe_port}, "periodSeconds": 5}}))
+    sim.wait_engines(2)
+
+    def ready(name: str) -> list[bool]:
+        return [any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in (p.get("status") or {}).get("conditions") or []) for p in _pods(sim, name)
+                if (p["metadata"].get("labels") or {}).get(L.WORKER_INDEX) == "0"]
+    _wait(lambda: ready("good") == [True])
+    time.sleep(0.5)  # 50 virtual seconds: well past the 2 s load
+    assert ready("bad") == [False]
+    events = sim.kube.list(EVENT, "default")[0]
+    assert any(e.get("reason") == "Unhealthy" and "Readiness probe failed" in e.get("message", "")
+               and f":{port + 5}" in e.get("message", "") for e in events)

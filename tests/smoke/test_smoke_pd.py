@@ -81,3 +81,17 @@ def test_gateway_that_disaggregates_passes(engine):
                                            "chat-stream", "error-shape", "ttft", "itl", "gateway-pd"}
     assert "disaggregated" in by_name(report)["gateway-pd"][0].detail
     assert proxy.handoffs >= 5
+
+
+def test_model_discovered_from_v1_models_is_used_by_the_handoff(engine):
+    """Issue 13.4: without --model the single-engine checks found the served model in /v1/models but
+    the P/D hand-off still sent ``"model": null`` (`The model 'None' does not exist`)."""
+    p, d = engine("prefill", model="org/served-only"), engine("decode", model="org/served-only")
+    gw = engine("decode", model="org/served-only")
+    report = run_smoke(fast_config(model=None, prefill_url=p.url, decode_url=d.url, gateway_url=gw.url))
+    checks = by_name(report)
+    for name in ("pd-prefill", "pd-decode", "gateway", "gateway-pd"):
+        for c in checks.get(name, []):
+            assert "None" not in c.detail, (c.name, c.detail)
+    assert all(c.passed for n in PD for c in checks[n]), [(c.name, c.detail) for c in report.failed()]
+    assert "org/served-only" in checks["models"][0].detail
