@@ -40,6 +40,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,21 @@ def _env_overlay(
     return set_pins(doc, [], origin) if origin and images else doc
 
 
+def _overlay_file(path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]) -> bytes:
+    """The kustomization ``overlay(current)`` computes from the one at ``path`` (None when absent).
+
+    Only pins carry over from ``current``, so a file that is byte for byte what the overlay renders
+    without one holds no pin and need not be parsed: re-rendering an unchanged tree (``--check``)
+    parses only the overlays set-image or promote pinned.
+    """
+    if path.is_file():
+        with contextlib.suppress(InvalidInput):  # e.g. prod refusing a tag: decided with the pins below
+            fresh = _yaml(overlay(None))
+            if fresh == path.read_bytes():
+                return fresh
+    return _yaml(overlay(read_kustomization(path)))
+
+
 def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> dict[str, bytes]:
     """Every file of the tree as bytes, keyed by path relative to ``out`` (reads pins from ``out``).
 
@@ -368,6 +384,7 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         )
     files: dict[str, bytes] = {}
     env_models: dict[str, list[str]] = {e: [] for e in envs}
+    replicas_config = _yaml(REPLICAS_CONFIG)
     for m in catalog.models:
         base_objs = render(catalog, m.name)
         base = _base_files(m.name, base_objs)
@@ -375,10 +392,11 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         revision = _revision(base)
         for env in envs:
             env_objs = render(catalog, m.name, env)
-            current = read_kustomization(safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}"))
-            doc = _env_overlay(catalog, m.name, env, base_objs, env_objs, revision, current)
-            files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _yaml(doc)
-            files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = _yaml(REPLICAS_CONFIG)
+            overlay = safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}")
+            files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _overlay_file(
+                overlay, partial(_env_overlay, catalog, m.name, env, base_objs, env_objs, revision)
+            )
+            files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = replicas_config
             env_models[env].append(m.name)
     for env, models in env_models.items():
         files[f"{env}/{KUSTOMIZATION}"] = _yaml(
