@@ -44,7 +44,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lwsflow.components.atomic import stage_file
+from lwsflow.components.atomic import stage_files
 from lwsflow.components.catalog import Catalog
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.objects import container_images
@@ -461,16 +461,8 @@ def write_tree(root: Path, files: dict[str, bytes], roots: list[str]) -> list[st
     targets = {rel: safe_path(root, rel) for rel in files}
     changed = drift(root, files, roots)
     root.mkdir(parents=True, exist_ok=True)
-    staged: dict[str, str] = {}
-    try:
-        for rel in changed:
-            if rel in files:
-                staged[rel] = stage_file(targets[rel], files[rel])
-    except BaseException:
-        for tmp in staged.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
+    new = [rel for rel in changed if rel in files]
+    staged = dict(zip(new, stage_files([(targets[rel], files[rel]) for rel in new]), strict=True))
     for rel in changed:
         if rel in staged:
             os.replace(staged[rel], targets[rel])
