@@ -14,7 +14,9 @@ example environments' overrides follow their model), then prints, in one run:
 * the CLI end to end (``lwsflow render`` + ``lwsflow build-overlays``, interpreter start included).
 
 Figures are medians over ``--runs`` (default 3) with min-max; the machine's load average is printed
-with them, since other work on the machine moves them. Target: total <= 5 s on a 2-core machine.
+with them, since other work on the machine moves them; so are CPU seconds (this process and its
+kustomize children), which load moves less: CPU / cores is about the wall an idle machine would show
+where the work spreads over the cores. Target: total <= 5 s on a 2-core machine.
 Run: ``.venv/bin/python bench/overlays_bench.py [--models 100] [--runs 3]``.
 """
 
@@ -26,6 +28,7 @@ import copy
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -123,6 +126,12 @@ def old_path() -> Iterator[Callable[[Path], list[Any]]]:
         yamlio._CDumper, K.kustomize_build, O._overlay_file = saved
 
 
+def cpu() -> float:
+    """CPU seconds of this process and its finished children (less moved by load than wall)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def child(which: str, catalog_path: Path, work: Path) -> dict[str, Any]:
     """Time one path (``old`` or ``new``) on a fresh tree; returns its figures and result digests."""
     t0 = time.perf_counter()
@@ -142,22 +151,23 @@ def child(which: str, catalog_path: Path, work: Path) -> dict[str, Any]:
     tree = work / f"tree-{which}"
     catalog = load_catalog(catalog_path)
     with old_path() if which == "old" else contextlib.nullcontext(K.build_overlays) as build:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu()
         O.render_to(catalog, tree)
-        render = time.perf_counter() - t
+        render, render_cpu = time.perf_counter() - t, cpu() - c
         t = time.perf_counter()
         drift = O.render_to(catalog, tree, check=True)
         rerender = time.perf_counter() - t
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu()
         builds = build(tree)
-        build_s = time.perf_counter() - t
+        build_s, build_cpu = time.perf_counter() - t, cpu() - c
     assert not drift, drift
     envs = sorted({b.env for b in builds})
     files = O.on_disk(tree, ["base", *envs])
     built = json.dumps([[b.path, b.objects, b.images, b.files] for b in builds], sort_keys=True)
     return {
         "imports": imports, "render": render, "rerender": rerender, "build": build_s,
-        "total": render + build_s,
+        "total": render + build_s, "render_cpu": render_cpu, "build_cpu": build_cpu,
+        "total_cpu": render_cpu + build_cpu,
         "envs": {e: {part: rec.total(part, e) for part in ("kustomize", "parse", "validate")} for e in envs},
         "files_sha256": hashlib.sha256(json.dumps({k: v.hex() for k, v in files.items()}).encode())
         .hexdigest(),
@@ -173,23 +183,23 @@ def kubectl() -> str:
     return str(Path(sys.executable).parent / "kubectl")
 
 
-def floor(tree: Path, envs: list[str], gogc: str | None) -> tuple[float, float]:
-    """Wall of the kustomize runs alone: one after another, then all at once."""
+def floor(tree: Path, envs: list[str], gogc: str | None) -> tuple[float, float, float]:
+    """Wall of the kustomize runs alone, one after another then all at once, and their CPU per run."""
     env = dict(os.environ)
     if gogc is not None:
         env["GOGC"] = gogc
     else:
         env.pop("GOGC", None)
     cmds = [[kubectl(), "kustomize", str(tree / e)] for e in envs]
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu()
     for cmd in cmds:
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    seq = time.perf_counter() - t
+    seq, seq_cpu = time.perf_counter() - t, cpu() - c
     t = time.perf_counter()
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL) for cmd in cmds]
     if any(p.wait() for p in procs):
         raise SystemExit("kustomize failed")
-    return seq, time.perf_counter() - t
+    return seq, time.perf_counter() - t, seq_cpu / len(cmds)
 
 
 def run_child(which: str, catalog: Path, work: Path) -> dict[str, Any]:
@@ -238,7 +248,7 @@ def main() -> int:
 
     print(f"{args.models} models x 3 environments, {args.runs} runs, {cores()} cores; {load()}")
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
-    floors: dict[str, list[tuple[float, float]]] = {"default": [], KUSTOMIZE_GOGC: []}
+    floors: dict[str, list[tuple[float, float, float]]] = {"default": [], KUSTOMIZE_GOGC: []}
     clis: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="overlays-bench-") as tmp:
         catalog = make_catalog(args.models, Path(tmp))
@@ -263,7 +273,7 @@ def main() -> int:
     print("kustomize floor (the three runs alone):")
     for gogc, rows in floors.items():
         print(f"  GOGC={gogc:<8} one after another {med([r[0] for r in rows])}   "
-              f"all at once {med([r[1] for r in rows])}")
+              f"all at once {med([r[1] for r in rows])}   CPU per run {med([r[2] for r in rows])}")
     print(f"{'part':<28} {'old path':>22} {'new path':>22}")
 
     def row(label: str, get: Callable[[dict[str, Any]], float]) -> None:
@@ -277,6 +287,9 @@ def main() -> int:
             row(f"  {env} {part}", lambda r, e=env, p=part: r["envs"][e][p])
     row("build-overlays (wall)", lambda r: r["build"])
     row("total: render + build", lambda r: r["total"])
+    row("CPU: render", lambda r: r["render_cpu"])
+    row("CPU: build-overlays", lambda r: r["build_cpu"])
+    row(f"CPU: total / {cores()} cores", lambda r: r["total_cpu"] / cores())
     print(f"CLI end to end (new): render {med([c[0] for c in clis])}, "
           f"build-overlays {med([c[1] for c in clis])}, sum {med([c[0] + c[1] for c in clis])}")
     total = statistics.median(r["total"] for r in new)
