@@ -11,12 +11,12 @@ DisaggregatedSet (CRD schema plus webhook rules) and, for production environment
 container image is pinned by digest. When an aggregate fails to build, the model overlays are built
 one by one so the error names the overlay that is broken.
 
-Speed (bench/overlays_bench.py): environments build concurrently, one thread per core, each thread
-waiting on its kustomize process and then parsing (libyaml) and validating that environment's
-output, so one environment's validation overlaps another's build; the validators are compiled
-while the first builds run. Kustomize runs with a larger Go GC target (``GOGC``), which halves its
-CPU time for a modest heap. Results and errors are those of a sequential build in environment
-order.
+Speed (bench/overlays_bench.py): the environments' kustomize runs go one per core, each parsed
+(libyaml) on the thread that waited for it, while the calling thread validates the environments in
+order as they arrive, so one environment's validation overlaps the next one's build; the validators
+are compiled while the first builds run. Kustomize runs with a larger Go GC target (``GOGC``),
+which saves it a third of its CPU time for a modest heap. Results and errors are those of a
+sequential build in environment order.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from lwsflow.components.overlays import (
     DIGEST,
@@ -44,13 +44,10 @@ from lwsflow.controller.errors import FieldError, InvalidInput, OperationFailed
 from lwsflow.controller.yamlio import parse_tool_output
 
 BUILD_TIMEOUT_S = 60.0
-# Go's default GC target (100) makes kustomize spend about half its CPU collecting a heap of ~80 MiB;
-# at 400 it takes ~1.4 s instead of ~2.4 s per 100-model environment for ~120 MiB. A GOGC the caller
-# exported wins.
+# Go's default GC target (100) makes kustomize spend about a third of its CPU collecting a heap of
+# ~80 MiB: at 400 a 100-model environment takes ~1.6 s of CPU instead of ~2.4 s, for ~120 MiB.
+# A GOGC the caller exported wins.
 KUSTOMIZE_GOGC = "400"
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def kubectl_path() -> Path:
@@ -103,30 +100,6 @@ def cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def in_order_concurrently(fn: Callable[[T], R], items: Sequence[T], workers: int,
-                          meanwhile: Callable[[], None] | None = None) -> list[R]:
-    """``[fn(i) for i in items]`` on up to ``workers`` threads (for work that waits on processes).
-
-    ``meanwhile`` runs on the calling thread once the work is submitted. The error raised is the one
-    a sequential loop would raise: that of the first failing item in order (later items may have run,
-    so ``fn`` must have no side effects).
-    """
-    workers = max(1, min(workers, len(items)))
-    if workers == 1:
-        if meanwhile is not None:
-            meanwhile()
-        return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kustomize") as pool:
-        futures = [pool.submit(fn, i) for i in items]
-        try:
-            if meanwhile is not None:
-                meanwhile()
-            return [f.result() for f in futures]
-        finally:
-            for f in futures:
-                f.cancel()  # after an error, do not start what a sequential loop would not have
 
 
 @dataclass
@@ -209,10 +182,15 @@ def build_model_overlay(tree: Path, env: str, model: str) -> OverlayBuild:
     return build
 
 
-def build_environment(tree: Path, env: str) -> list[OverlayBuild]:
-    """Build ``<env>`` in one kustomize run and check every model overlay in it."""
+def build_environment(
+    tree: Path, env: str, aggregate: Callable[[], list[dict[str, Any]]] | None = None
+) -> list[OverlayBuild]:
+    """Build ``<env>`` in one kustomize run and check every model overlay in it.
+
+    ``aggregate`` returns that run's objects when it was started elsewhere (``build_overlays``).
+    """
     try:
-        objs = kustomize_build(tree / env)
+        objs = aggregate() if aggregate is not None else kustomize_build(tree / env)
     except InvalidInput:
         for model in env_models(tree, env):  # pinpoint the broken overlay, then re-raise its error
             build_model_overlay(tree, env, model)
@@ -242,6 +220,15 @@ def build_overlays(tree: Path, env: str | None = None) -> list[OverlayBuild]:
     if not known:
         raise InvalidInput("no environment overlays (expected <env>/kustomization.yaml)", source=str(tree))
     envs = [env] if env else known
-    per_env = in_order_concurrently(lambda e: build_environment(tree, e), envs, cores(),
-                                    meanwhile=warm_validators)
-    return [b for builds in per_env for b in builds]
+    # kustomize runs on one thread per core, each taking the next environment as soon as its run
+    # ends; this thread checks the environments in order as their builds arrive, so the last runs
+    # overlap the first checks. The first failing environment in order is the error, as in a loop.
+    with ThreadPoolExecutor(max_workers=min(cores(), len(envs)), thread_name_prefix="kustomize") as pool:
+        runs = [pool.submit(kustomize_build, tree / e) for e in envs]
+        try:
+            warm_validators()
+            return [b for e, run in zip(envs, runs, strict=True)
+                    for b in build_environment(tree, e, run.result)]
+        finally:
+            for run in runs:
+                run.cancel()  # after an error, start no build a loop would not have reached

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import stat
-import time
 from pathlib import Path
 from typing import Any
 
@@ -136,26 +135,9 @@ def test_tool_output_refuses_with_the_same_line(text: str) -> None:
     assert str(fast.value) == str(pure.value)
 
 
-def test_concurrent_helper_raises_what_a_loop_would() -> None:
-    """The first failing item in order wins, even when a later one fails sooner."""
-    def fn(i: int) -> int:
-        if i == 1:
-            time.sleep(0.3)
-            raise ValueError("one")
-        if i == 2:
-            raise KeyError("two")
-        return i * 10
-
-    assert K.in_order_concurrently(lambda i: i * 10, [3, 1, 2], workers=2) == [30, 10, 20]
-    with pytest.raises(ValueError, match="one"):
-        K.in_order_concurrently(fn, [0, 1, 2], workers=3)
-    ran: list[str] = []
-    assert K.in_order_concurrently(str, [1], workers=4, meanwhile=lambda: ran.append("warm")) == ["1"]
-    assert ran == ["warm"]
-
-
 def test_concurrent_build_names_the_first_broken_environment(tree: Path) -> None:
-    """dev and prod broken: the error is dev's, as in the sequential build (environments sorted)."""
+    """Results of the concurrent build are the sequential ones; with dev and prod broken the error
+    is dev's, as in the sequential build (environments sorted)."""
     seq = [b for e in K.environments(tree) for b in K.build_environment(tree, e)]
     assert [(b.path, b.objects, b.images, b.files) for b in K.build_overlays(tree)] == [
         (b.path, b.objects, b.images, b.files) for b in seq
@@ -165,6 +147,13 @@ def test_concurrent_build_names_the_first_broken_environment(tree: Path) -> None
         k.write_text(k.read_text().replace("count: ", "count: -"))
     with pytest.raises(InvalidInput, match=r"^dev/small: .*spec.replicas"):
         K.build_overlays(tree)
+    # a later environment that does not even build (it fails first, in its own thread) changes nothing
+    k = tree / "staging" / "pd" / "kustomization.yaml"
+    k.write_text(k.read_text().replace("../../base/pd", "../../base/missing"))
+    with pytest.raises(InvalidInput, match=r"^dev/small: .*spec.replicas"):
+        K.build_overlays(tree)
+    with pytest.raises(InvalidInput, match=r"/staging/pd: kustomize build failed"):
+        K.build_overlays(tree, "staging")
 
 
 def test_rerender_parses_only_pinned_overlays(
