@@ -112,8 +112,11 @@ def old_path() -> Iterator[Callable[[Path], list[Any]]]:
         docs = yamlio.parse_yaml_documents(proc.stdout, source=str(path))
         return [d for d in docs if isinstance(d, dict)]
 
-    def old_overlay_file(path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]) -> bytes:
-        return O._yaml(overlay(O.read_kustomization(path)))
+    def old_overlay_file(
+        path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> tuple[dict[str, Any], bytes]:
+        doc = overlay(O.read_kustomization(path))
+        return doc, O._yaml(doc)
 
     def old_build(tree: Path) -> list[Any]:
         return [b for env in K.environments(tree) for b in K.build_environment(tree, env)]

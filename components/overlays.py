@@ -353,8 +353,11 @@ def _env_overlay(
     return set_pins(doc, [], origin) if origin and images else doc
 
 
-def _overlay_file(path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]) -> bytes:
-    """The kustomization ``overlay(current)`` computes from the one at ``path`` (None when absent).
+def _overlay_file(
+    path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]
+) -> tuple[dict[str, Any], bytes]:
+    """The kustomization ``overlay(current)`` computes from the one at ``path`` (None when absent),
+    and its bytes.
 
     Only pins carry over from ``current``, so a file that is byte for byte what the overlay renders
     without one holds no pin and need not be parsed: re-rendering an unchanged tree (``--check``)
@@ -362,10 +365,12 @@ def _overlay_file(path: Path, overlay: Callable[[dict[str, Any] | None], dict[st
     """
     if path.is_file():
         with contextlib.suppress(InvalidInput):  # e.g. prod refusing a tag: decided with the pins below
-            fresh = _yaml(overlay(None))
-            if fresh == path.read_bytes():
-                return fresh
-    return _yaml(overlay(read_kustomization(path)))
+            doc = overlay(None)
+            data = _yaml(doc)
+            if data == path.read_bytes():
+                return doc, data
+    doc = overlay(read_kustomization(path))
+    return doc, _yaml(doc)
 
 
 def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> dict[str, bytes]:
@@ -392,9 +397,9 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         revision = _revision(base)
         for env in envs:
             env_objs = render(catalog, m.name, env)
-            overlay = safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}")
-            files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _overlay_file(
-                overlay, partial(_env_overlay, catalog, m.name, env, base_objs, env_objs, revision)
+            _doc, files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _overlay_file(
+                safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}"),
+                partial(_env_overlay, catalog, m.name, env, base_objs, env_objs, revision),
             )
             files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = replicas_config
             env_models[env].append(m.name)
