@@ -108,15 +108,12 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+def _str_presenter(dumper: yaml.representer.SafeRepresenter, data: str) -> yaml.ScalarNode:
     style = "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
 _Dumper.add_representer(str, _str_presenter)
-_DUMP_OPTIONS: dict[str, Any] = {
-    "sort_keys": False, "default_flow_style": False, "width": 1_000_000, "allow_unicode": True,
-}
 
 # libyaml's emitter (about ten times faster) writes the same bytes as the pure-Python one only on a
 # subset of documents; outside it they differ (non-ASCII text, keys of 120+ characters or empty ones,
@@ -161,10 +158,14 @@ def _emits_alike(doc: Any) -> bool:
     return True
 
 
+def _dump(doc: Any, dumper: Any) -> str:
+    return str(yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1_000_000,
+                         allow_unicode=True))
+
+
 def dump_yaml(doc: Any) -> str:
     """Deterministic YAML for one document (keys in the given order, no flow style)."""
-    dumper = _CDumper if _CDumper is not None and _emits_alike(doc) else _Dumper
-    return yaml.dump(doc, Dumper=dumper, **_DUMP_OPTIONS)
+    return _dump(doc, _CDumper if _CDumper is not None and _emits_alike(doc) else _Dumper)
 
 
 def dump_yaml_documents(docs: list[Any]) -> str:

@@ -31,11 +31,11 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def _python_dump(doc: Any) -> str:
-    return yaml.dump(doc, Dumper=yamlio._Dumper, **yamlio._DUMP_OPTIONS)
+    return yamlio._dump(doc, yamlio._Dumper)
 
 
 def _libyaml_dump(doc: Any) -> str:
-    return yaml.dump(doc, Dumper=yamlio._CDumper, **yamlio._DUMP_OPTIONS)
+    return yamlio._dump(doc, yamlio._CDumper)
 
 
 def test_libyaml_is_available() -> None:
