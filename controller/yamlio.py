@@ -118,7 +118,7 @@ _Dumper.add_representer(str, _str_presenter)
 # libyaml's emitter (about ten times faster) writes the same bytes as the pure-Python one only on a
 # subset of documents; outside it they differ (non-ASCII text, keys of 120+ characters or empty ones,
 # keep-chomped block scalars, a bare scalar document). ``dump_yaml`` uses it on that subset alone,
-# which ``_emits_alike`` recognises; tests/gitops/test_yaml_emitters.py compares both on generated
+# which ``_emits_alike`` recognises; tests/gitops/test_overlays_speed.py compares both on generated
 # documents and on every rendered tree.
 _CDumper: Any = None
 if yaml.__with_libyaml__:
@@ -140,7 +140,11 @@ def _emits_alike(doc: Any) -> bool:
     if type(doc) not in (dict, list):
         return False
     stack: list[Any] = [doc]
+    budget = MAX_NODES  # a cyclic document never ends the walk: it goes to the pure-Python emitter
     while stack:
+        budget -= 1
+        if budget < 0:
+            return False
         node = stack.pop()
         kind = type(node)
         if kind is dict:

@@ -115,6 +115,12 @@ def test_documents_the_emitters_write_differently_stay_pure_python(doc: Any) -> 
     assert yamlio.dump_yaml(doc) == _python_dump(doc)
 
 
+def test_a_cyclic_document_is_not_walked_forever() -> None:
+    doc: dict[str, Any] = {"a": []}
+    doc["a"].append(doc)
+    assert not yamlio._emits_alike(doc)
+
+
 def test_tool_output_parses_like_user_yaml(tree: Path) -> None:
     text = yamlio.dump_yaml_documents(K.kustomize_build(tree / "prod"))
     assert yamlio.parse_tool_output(text, "x") == yamlio.parse_yaml_documents(text, "x")
