@@ -46,10 +46,11 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lwsflow.components.atomic import stage_file
+from lwsflow.components.atomic import stage_files
 from lwsflow.components.catalog import Catalog
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.objects import container_images
@@ -403,6 +404,26 @@ def _env_overlay(
     return set_pins(doc, [], origin) if origin and images else doc
 
 
+def _overlay_file(
+    path: Path, overlay: Callable[[dict[str, Any] | None], dict[str, Any]]
+) -> tuple[dict[str, Any], bytes]:
+    """The kustomization ``overlay(current)`` computes from the one at ``path`` (None when absent),
+    and its bytes.
+
+    Only pins carry over from ``current``, so a file that is byte for byte what the overlay renders
+    without one holds no pin and need not be parsed: re-rendering an unchanged tree (``--check``)
+    parses only the overlays set-image or promote pinned.
+    """
+    if path.is_file():
+        with contextlib.suppress(InvalidInput):  # e.g. prod refusing a tag: decided with the pins below
+            doc = overlay(None)
+            data = _yaml(doc)
+            if data == path.read_bytes():
+                return doc, data
+    doc = overlay(read_kustomization(path))
+    return doc, _yaml(doc)
+
+
 def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> dict[str, bytes]:
     """Every file of the tree as bytes, keyed by path relative to ``out`` (reads pins from ``out``).
 
@@ -420,6 +441,7 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
     files: dict[str, bytes] = {}
     env_models: dict[str, list[str]] = {e: [] for e in envs}
     held: dict[str, dict[str, str]] = {e: {} for e in envs}
+    replicas_config = _yaml(REPLICAS_CONFIG)
     for m in catalog.models:
         base_objs = render(catalog, m.name)
         base = _base_files(m.name, base_objs)
@@ -427,10 +449,11 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         revision = _revision(base)
         for env in envs:
             env_objs = render(catalog, m.name, env)
-            current = read_kustomization(safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}"))
-            doc = _env_overlay(catalog, m.name, env, base_objs, env_objs, revision, current)
-            files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _yaml(doc)
-            files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = _yaml(REPLICAS_CONFIG)
+            doc, files[f"{env}/{m.name}/{KUSTOMIZATION}"] = _overlay_file(
+                safe_path(out, f"{env}/{m.name}/{KUSTOMIZATION}"),
+                partial(_env_overlay, catalog, m.name, env, base_objs, env_objs, revision),
+            )
+            files[f"{env}/{m.name}/{KUSTOMIZE_CONFIG}"] = replicas_config
             env_models[env].append(m.name)
             reason = held_reason(env, (r for o in base_objs for r in container_images(o)), doc)
             if reason:
@@ -496,16 +519,8 @@ def write_tree(root: Path, files: dict[str, bytes], roots: list[str]) -> list[st
     targets = {rel: safe_path(root, rel) for rel in files}
     changed = drift(root, files, roots)
     root.mkdir(parents=True, exist_ok=True)
-    staged: dict[str, str] = {}
-    try:
-        for rel in changed:
-            if rel in files:
-                staged[rel] = stage_file(targets[rel], files[rel])
-    except BaseException:
-        for tmp in staged.values():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        raise
+    new = [rel for rel in changed if rel in files]
+    staged = dict(zip(new, stage_files([(targets[rel], files[rel]) for rel in new]), strict=True))
     for rel in changed:
         if rel in staged:
             os.replace(staged[rel], targets[rel])
