@@ -8,7 +8,7 @@
 --             (surge groups are counted in all three status counts, so a stage that keeps surge
 --             groups, e.g. R=4 S=1 at 5/5/3, is not Healthy), Available True with its
 --             observedGeneration == metadata.generation, and UpdateInProgress not True (it can stay
---             True, stale, while the last groups turn ready: lws-semantics §c).
+--             True, stale, while the last groups turn ready: lws-semantics section c).
 -- Degraded    a failure condition is True (Failed, Degraded, ReplicaFailure, or Progressing=False
 --             with reason ProgressDeadlineExceeded), the lwsflow rollout ended Failed / RolledBack /
 --             Aborted, or a running lwsflow rollout stage passed its deadline: annotations
