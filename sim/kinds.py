@@ -60,10 +60,13 @@ CONTROLLER_REVISION = ResourceType("apps", "v1", "ControllerRevision", "controll
 HPA = ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                    short_names=("hpa",), categories=("all",))
 LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", has_status=False)
+# incluster: lwsflow's own CRD (schema and printer columns from controller/api/crds/rolloutpolicies)
+ROLLOUT_POLICY = ResourceType("lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies",
+                              short_names=("rp",), categories=("lwsflow",))
 
 ALL: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
-    SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE,
+    SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, ROLLOUT_POLICY,
 )
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}
