@@ -95,7 +95,8 @@ def test_newer_template_supersedes_a_rollout_in_progress(env: Env) -> None:
     with running(_controller(env)):
         wait_policy(env, "ps", lambda s: bool(s.get("stableRevision")))
         sync(env, "s", "vllm:2")
-        first = wait_policy(env, "ps", lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
+        first = wait_policy(env, "ps",
+                            lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
         sync(env, "s", "vllm:3")
         env.rec.new_image = "vllm:3"
         p = wait_policy(env, "ps", lambda s: s.get("phase") == "Succeeded", timeout=90)
