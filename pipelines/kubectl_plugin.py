@@ -13,11 +13,15 @@ the controller does the rest. Exit 2 on bad input (one line naming the field), 1
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lwsflow.controller.api.wire import Obj
+
+if TYPE_CHECKING:
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.rollout.session import Target
 
 plugin = typer.Typer(name="kubectl-lwsflow", help="RolloutPolicies: get, status, promote, pause, resume, "
                      "abort, retry.", no_args_is_help=True, pretty_exceptions_enable=False,
@@ -27,34 +31,31 @@ Namespace = Annotated[str, typer.Option("--namespace", "-n")]
 Kubeconfig = Annotated[str | None, typer.Option(help="default: $KUBECONFIG")]
 
 
-def _kube(kubeconfig: str | None) -> object:
+def _kube(kubeconfig: str | None) -> Kube:
     from lwsflow.controller.kube.client import Kube
 
     return Kube.connect(kubeconfig)
 
 
-def _policy(kube: object, ns: str, name: str) -> Obj:
+def _policy(kube: Kube, ns: str, name: str) -> Obj:
     from lwsflow.controller.errors import InvalidInput, NotFound
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 
-    assert isinstance(kube, Kube)
     try:
         return kube.get(ROLLOUT_POLICY, ns, name)
     except NotFound:
         raise InvalidInput(f"rolloutpolicy {ns}/{name} not found", field="policy") from None
 
 
-def _target_of(policy: Obj) -> tuple[object, list[Obj]]:
-    """The session target of a policy and its live object(s)."""
-    from lwsflow.controller.kube.client import Kube  # noqa: F401 (typing of callers)
+def _target_of(policy: Obj) -> Target:
+    """The rollout target a policy names."""
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import session
 
     spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
     kind = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds", "LeaderWorkerSetPair": "pair"}[
         spec.targetRef.kind]
-    return session.Target(kind, spec.targetRef.name, policy["metadata"]["namespace"]), []
+    return session.Target(kind, spec.targetRef.name, policy["metadata"]["namespace"])
 
 
 @plugin.command()
@@ -62,11 +63,9 @@ def get(namespace: Namespace = "default",
         all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
         kubeconfig: Kubeconfig = None) -> None:
     """List RolloutPolicies with their phase, stage and revisions."""
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 
     kube = _kube(kubeconfig)
-    assert isinstance(kube, Kube)
     items, _ = kube.list(ROLLOUT_POLICY, None if all_namespaces else namespace)
     rows = [("NAMESPACE", "NAME", "TARGET", "PHASE", "STAGE", "STABLE", "CANARY")]
     for p in items:
@@ -83,54 +82,49 @@ def get(namespace: Namespace = "default",
 @plugin.command()
 def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """A live view: stages, the gate predicates, groups ready and updated per role."""
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import gate, session, state
 
     kube = _kube(kubeconfig)
-    assert isinstance(kube, Kube)
     p = _policy(kube, namespace, policy)
     spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
     s = p.get("status") or {}
-    target, _ = _target_of(p)
-    assert isinstance(target, session.Target)
+    target = _target_of(p)
     print(f"{namespace}/{policy} -> {spec.targetRef.kind}/{spec.targetRef.name}: {s.get('phase', 'Idle')}"
           + (f" ({s['message']})" if s.get("message") else ""))
     print(f"  stable {s.get('stableRevision') or '-'}  canary {s.get('canaryRevision') or '-'}  "
           f"rollout {s.get('rolloutId') or '-'}")
-    passed = max(0, int(s.get("currentStage") or 0) - 1) if s.get("phase") not in ("Succeeded",) else len(
-        spec.stages)
-    for k, st in enumerate(spec.stages):
-        mark = "passed" if k < passed else ("current" if k == passed and s.get("currentStage") else "")
-        extra = [f"bake {st.bake}"] + (["manual gate"] if st.pause is not None else []) + [
-            f"{len(st.checks)} check(s)"] if st.checks else [f"bake {st.bake}"] + (
-            ["manual gate"] if st.pause is not None else [])
-        print(f"  stage {k + 1}: groups {st.groups!s:<5} {', '.join(extra):<32} {mark}")
-    for row in session.status(kube, target):
-        g = row.get("gate")
-        if isinstance(g, dict):
-            print(f"  {row['name']}: partition {row.get('partition')}, " + ", ".join(
-                f"{k} {v}" for k, v in g.items()))
-        else:
-            print(f"  {row['name']}: {g}")
-    for obj in [o for _r, o in session._objects(kube, target)]:
+    objs = [o for _r, o in session._objects(kube, target)]
+    rs = state.RolloutState.from_object(objs[0])
+    for k, stage in enumerate(spec.stages):
+        notes = [f"bake {stage.bake}"] + (["manual gate"] if stage.pause is not None else []) + (
+            [f"{len(stage.checks)} check(s)"] if stage.checks else [])
+        mark = ""
+        if rs.id and (rs.active or rs.phase == state.SUCCEEDED):
+            mark = "passed" if k < rs.passed else ("in progress" if k == rs.passed and rs.active else "")
+        print(f"  stage {k + 1}: groups {stage.groups!s:<5} {', '.join(notes):<36} {mark}".rstrip())
+    for obj in objs:
         st = state.RolloutState.from_object(obj)
-        if st.active and st.passed < len(st.targets):
-            res = gate.lws_stage_gate(obj, st.targets[st.passed]) if "roles" not in (obj.get("spec") or {}) \
-                else gate.ds_gate(obj)
-            checks = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in res.checks.items())
-            print(f"  gate of stage {st.passed + 1} on {obj['metadata']['name']}: "
-                  f"{'holds' if res.passed else 'waiting'} ({checks})")
+        name = obj["metadata"]["name"]
+        if "roles" in (obj.get("spec") or {}):
+            for role, ready in gate.ds_role_ready_groups(obj).items():
+                print(f"  {name} role {role}: {ready} groups ready")
+            res = gate.ds_gate(obj)
+        else:
+            c = gate.counters(obj)
+            print(f"  {name}: partition {gate.partition(obj)}, replicas {c['replicas']}, ready "
+                  f"{c['readyReplicas']}, updated {c['updatedReplicas']}")
+            want = st.targets[st.passed] if st.active and st.passed < len(st.targets) else gate.replicas(obj)
+            res = gate.lws_stage_gate(obj, want)
+        checks = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in res.checks.items())
+        print(f"  gate on {name}: {'holds' if res.passed else 'waiting'} ({checks})")
 
 
 def _flags(policy: str, namespace: str, kubeconfig: str | None, **flags: bool) -> None:
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.rollout import session
 
     kube = _kube(kubeconfig)
-    assert isinstance(kube, Kube)
-    target, _ = _target_of(_policy(kube, namespace, policy))
-    assert isinstance(target, session.Target)
+    target = _target_of(_policy(kube, namespace, policy))
     session.set_flags(kube, session.clock_for(kube).now(), target, **flags)
 
 
@@ -159,17 +153,14 @@ def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig 
 def promote(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Pass the manual gate the rollout waits at."""
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.policy import gates
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import session, state
 
     kube = _kube(kubeconfig)
-    assert isinstance(kube, Kube)
     p = _policy(kube, namespace, policy)
     spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
-    target, _ = _target_of(p)
-    assert isinstance(target, session.Target)
+    target = _target_of(p)
     res, obj = session._objects(kube, target)[0]
     st = state.RolloutState.from_object(obj)
     k = gates.waiting_at(spec, st, obj)
@@ -187,16 +178,13 @@ def promote(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfi
 def retry(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Roll out again the template whose last rollout failed, rolled back or was aborted."""
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.kube.resources import ROLLOUT_POLICY
     from lwsflow.controller.policy import gates
     from lwsflow.controller.rollout import session, state
 
     kube = _kube(kubeconfig)
-    assert isinstance(kube, Kube)
     p = _policy(kube, namespace, policy)
-    target, _ = _target_of(p)
-    assert isinstance(target, session.Target)
+    target = _target_of(p)
     _res, obj = session._objects(kube, target)[0]
     st = state.RolloutState.from_object(obj)
     if not st.id or st.active or st.phase == state.SUCCEEDED:

@@ -207,8 +207,8 @@ class RolloutPolicyStatus(_Model):
 
 
 class RolloutPolicy(_Model):
-    apiVersion: Literal["lwsflow.io/v1alpha1"] = API_VERSION
-    kind: Literal["RolloutPolicy"] = KIND
+    apiVersion: Literal["lwsflow.io/v1alpha1"] = "lwsflow.io/v1alpha1"
+    kind: Literal["RolloutPolicy"] = "RolloutPolicy"
     metadata: dict[str, Any] = Field(default_factory=dict)
     spec: RolloutPolicySpec
     status: RolloutPolicyStatus | None = None
