@@ -82,6 +82,7 @@ def get(namespace: Namespace = "default",
 @plugin.command()
 def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """A live view: stages, the gate predicates, groups ready and updated per role."""
+    from lwsflow.controller.policy import gates
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import gate, session, state
 
@@ -115,6 +116,8 @@ def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
             print(f"  {name}: partition {gate.partition(obj)}, replicas {c['replicas']}, ready "
                   f"{c['readyReplicas']}, updated {c['updatedReplicas']}")
             want = st.targets[st.passed] if st.active and st.passed < len(st.targets) else gate.replicas(obj)
+            if gates.waiting_at(spec, st, obj) is not None and st.passed:
+                want = st.targets[st.passed - 1]  # the next stage has not started: the last one's gate
             res = gate.lws_stage_gate(obj, want)
         checks = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in res.checks.items())
         print(f"  gate on {name}: {'holds' if res.passed else 'waiting'} ({checks})")
