@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 from incluster_env import policy, running, sync, wait_policy
-from rollout_env import NS, Env, lws_manifest
+from rollout_env import NS, Env, lws_manifest, new_release
 
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Endpoints, Metrics
@@ -158,3 +158,31 @@ def test_bad_release_rolls_back_and_notifies(env: Env) -> None:
     assert "secret-token" not in json.dumps(p) + json.dumps(items)
     assert "RolloutRolledBack" in _events(env, "RolloutPolicy", "pb")
     assert p["status"]["stableRevision"] == p["status"]["observedTemplateHash"]  # back on stable
+
+
+def test_pipeline_waits_for_the_controller_verdict(env: Env) -> None:
+    """The pipeline step's controller mode: it finds the policy owning the target and waits for the
+    controller's verdict on the synced template instead of driving the rollout itself."""
+    from lwsflow.components import controller_mode
+    from lwsflow.controller.policy import wait
+    from lwsflow.controller.rollout import state as rstate
+
+    env.create_ready(lws_manifest("w", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pw", "w", [{"groups": 1}, {"groups": "100%"}]))
+    assert wait.find_policy(env.kube, NS, "lws", "w")["metadata"]["name"] == "pw"
+    assert wait.find_policy(env.kube, NS, "ds", "w") is None
+    phases: list[str] = []
+    with running(_controller(env)):
+        wait_policy(env, "pw", lambda s: bool(s.get("stableRevision")))
+        # the step's controller mode: apply as a sync would (frozen), then only wait
+        release = new_release(lws_manifest("w", replicas=2, partition=2))
+        data = controller_mode.sync_and_wait(env.kube, env.clock(), [release],
+                                             wait.find_policy(env.kube, NS, "lws", "w"), 600, phases.append)
+        assert data["result"] == "succeeded" and data["mode"] == "controller"
+        assert env.rec.partitions["w"] == [2, 1, 0, 2]  # staged by the controller, not by the step
+        lws = sync(env, "w", "vllm:bad", **{"sim.lwsflow.io/never-ready": "true"})
+        env.kube.merge_patch(ROLLOUT_POLICY, NS, "pw", {"spec": {"progressDeadline": "2m"}})
+        bad = rstate.template_hash(rstate.template_of(lws))
+        st = wait.await_verdict(env.kube, env.clock(), NS, "pw", bad, timeout_s=900)
+        assert wait.verdict(st, bad) == "RolledBack"
+    assert any("Progressing" in p for p in phases)
