@@ -120,8 +120,8 @@ class Controller:
             spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
         except ValidationError as exc:
             err = exc.errors()[0]
-            where = ".".join(str(x) for x in err["loc"]) or "spec"
-            self._write_status(policy, {**old, "phase": "Failed", "message": f"spec.{where}: {err['msg']}",
+            where = ".".join(["spec", *(str(x) for x in err["loc"])])
+            self._write_status(policy, {**old, "phase": "Failed", "message": f"{where}: {err['msg']}",
                                         "observedGeneration": meta.get("generation", 0)})
             return
         try:

@@ -152,12 +152,16 @@ class RolloutPolicySpec(_Model):
             raise ValueError("progressDeadline must be positive")
         return v
 
+    @field_validator("stages")
+    @classmethod
+    def _last_stage_all(cls, v: list[Stage]) -> list[Stage]:
+        if v and v[-1].groups != "100%":
+            raise ValueError(f"the last stage must be groups: 100% (got {v[-1].groups!r}): a rollout ends "
+                             "with every group on the new template")
+        return v
+
     @model_validator(mode="after")
     def _stages_fit_target(self) -> RolloutPolicySpec:
-        last = self.stages[-1].groups
-        if last != "100%":
-            raise ValueError(f"the last stage must be groups: 100% (got {last!r}): a rollout ends with "
-                             "every group on the new template")
         kind = self.targetRef.kind
         if kind == "DisaggregatedSet" and len(self.stages) != 1:
             # the DS controller rolls every role at once: it has no partition to stage with

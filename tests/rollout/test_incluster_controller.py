@@ -13,6 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import pytest
 from incluster_env import policy, running, sync, wait_policy
 from rollout_env import NS, Env, lws_manifest, new_release
 
@@ -186,3 +187,25 @@ def test_pipeline_waits_for_the_controller_verdict(env: Env) -> None:
         st = wait.await_verdict(env.kube, env.clock(), NS, "pw", bad, timeout_s=900)
         assert wait.verdict(st, bad) == "RolledBack"
     assert any("Progressing" in p for p in phases)
+
+
+def test_bad_input(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """`controller run` refuses bad flags with exit 2 and one line naming the field; a policy the
+    controller cannot use gets phase Failed with the field in its message (the target untouched)."""
+    from lwsflow.pipelines.cli import main
+
+    for argv, field in ((["-n", "a", "-A"], "namespace"), (["--lease-duration", "2s"], "lease-duration"),
+                        (["--metrics-addr", "0.0.0.0:8080"], "metrics-addr"),
+                        (["--lease-duration", "soon"], "lease-duration")):
+        assert main(["controller", "run", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and field in err[0], err
+    env.create_ready(lws_manifest("x", replicas=2, partition=2))
+    before = env.kube.get(LWS, NS, "x")["metadata"]["resourceVersion"]
+    bad = policy("px", "x", [{"groups": 1}, {"groups": "100%"}])
+    env.kube.create(ROLLOUT_POLICY, NS, bad)
+    env.kube.merge_patch(ROLLOUT_POLICY, NS, "px", {"spec": {"stages": [{"groups": 1}]}})
+    with running(_controller(env)):
+        p = wait_policy(env, "px", lambda s: s.get("phase") == "Failed")
+    assert "stages" in p["status"]["message"] and "100%" in p["status"]["message"]
+    assert env.kube.get(LWS, NS, "x")["metadata"]["resourceVersion"] == before
