@@ -91,11 +91,13 @@ def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: C
     """Call ``on_change`` on every change of any ``res`` object (in ``namespace``; None: all) until
     ``stop``; relists on 410 Gone and after a cut, so a change is never missed for long."""
     rv = ""
+    pause = 1.0
     while not stop.is_set():
         try:
             if not rv:
                 _items, rv = kube.list(res, namespace)
                 on_change()
+                pause = 1.0
             for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
                 o = ev.get("raw_object") or ev.get("object")
                 if isinstance(o, dict):
@@ -107,6 +109,8 @@ def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: C
         except Gone:
             rv = ""
         except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
-            log.info("watch %s: %s; relisting", res.plural, type(exc).__name__)
+            # e.g. a kind this cluster does not serve (no DS CRD): back off to 30 s, keep trying
+            log.info("watch %s: %s; relisting in %.0fs", res.plural, type(exc).__name__, pause)
             rv = ""
-            stop.wait(1.0)
+            stop.wait(pause)
+            pause = min(30.0, pause * 2)

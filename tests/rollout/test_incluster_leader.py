@@ -84,3 +84,32 @@ def test_standby_takes_over_and_resumes_at_the_right_stage(env: Env, tmp_path: P
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+def test_lease_rules_on_the_observers_clock(env: Env) -> None:
+    """client-go's rules: a candidate takes the Lease only after seeing no renewal for the lease
+    duration on its own clock; the takeover bumps leaseTransitions; the old holder then stands by."""
+    from lwsflow.controller.incluster.leader import LeaderElector
+
+    now = [0.0]
+
+    def elector(name: str) -> LeaderElector:
+        return LeaderElector(env.kube, NS, "rules", name, lease_duration_s=3, renew_deadline_s=2,
+                             retry_period_s=1, monotonic=lambda: now[0])
+
+    a, b = elector("a"), elector("b")
+    assert a.try_acquire_or_renew()  # creates the Lease
+    assert not b.try_acquire_or_renew()  # held: b starts observing at t=0
+    now[0] = 2.0
+    assert a.try_acquire_or_renew()  # a renews
+    assert not b.try_acquire_or_renew()  # b sees the renewal: its clock restarts at t=2
+    now[0] = 4.9
+    assert not b.try_acquire_or_renew()  # 2.9 s without renewal as b saw it: still held
+    now[0] = 5.1
+    assert b.try_acquire_or_renew()  # a stopped renewing: b takes over
+    lease = env.kube.get(LEASE, NS, "rules")["spec"]
+    assert lease["holderIdentity"] == "b" and lease["leaseTransitions"] == 1
+    assert not a.try_acquire_or_renew()  # the old leader sees a new holder and stands by
+    b.leader.set()
+    b.stop(release=True)  # a graceful stop empties the holder: a takes over at once
+    assert a.try_acquire_or_renew()
