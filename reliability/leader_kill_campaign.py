@@ -7,7 +7,9 @@ process at seeded moments of a staged rollout and check that the standby takes o
 Each trial: an embedded cluster (virtual time, 200x), an LWS of 4 groups under a RolloutPolicy
 (stages 1 and 50% with a 10-minute bake each, then a manual gate before 100%), two controller
 processes on one Lease. After the template is synced, the current leader is killed ``--kills`` times
-at seeded moments (each killed replica is replaced by a fresh standby, as its Deployment would).
+at seeded moments, the last one while it waits at the manual gate. Each killed replica is replaced
+by a fresh standby, as its Deployment would, and the next kill waits until that standby runs (else
+it would measure two replicas down at once, a cold start).
 Checked per trial: every kill is followed by a new holder within lease + 2 retry periods; the
 rollout is the same one throughout (one id, no abort); it stops at the manual gate with the partition
 of stage 2 until promoted; the partition sequence is exactly 4, 3, 2, 0, 4 (no stage skipped, no
@@ -66,9 +68,21 @@ def trial(seed: int, kills: int, lease_s: float, tmp: Path) -> dict[str, Any]:
            "--lease-duration", f"{lease_s:g}s", "--metrics-addr", "127.0.0.1:0", "--health-addr",
            "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s"]
 
+    logs: list[Path] = []
+
     def spawn() -> None:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        logs.append(tmp / f"controller-{len(logs)}.log")
+        with logs[-1].open("wb") as fh:
+            p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         procs[p.pid] = p
+
+    def standby_up() -> bool:
+        """The newest replica printed its start line and had a retry period to read the Lease: a
+        kill before that measures a cold start (two replicas down at once), not a takeover."""
+        if not _until(lambda: logs[-1].stat().st_size > 0, 60):
+            return False
+        time.sleep(2 * lease_s / 5)
+        return True
 
     out: dict[str, Any] = {"seed": seed, "takeovers": [], "violations": []}
     try:
@@ -81,8 +95,13 @@ def trial(seed: int, kills: int, lease_s: float, tmp: Path) -> dict[str, Any]:
         sync(env, "m", "vllm:2")
         rid = wait_policy(env, "p", lambda s: bool(s.get("rolloutId")) and s.get("phase") == "Progressing",
                           timeout=60)["status"]["rolloutId"]
-        for _ in range(kills):
-            time.sleep(rng.uniform(0.2, 2.5))
+        for i in range(kills):
+            if not standby_up():
+                out["violations"].append("standby did not start")
+                break
+            if i == kills - 1:  # the last kill while the rollout waits at the manual gate
+                wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion", timeout=120)
+            time.sleep(rng.uniform(0.0, 2.5))
             if not _until(lambda: _holder(env), 4 * lease_s):
                 out["violations"].append("no leader")
                 break
@@ -99,6 +118,8 @@ def trial(seed: int, kills: int, lease_s: float, tmp: Path) -> dict[str, Any]:
             out["takeovers"].append({"seconds": round(time.monotonic() - killed, 3), "phase": phase})
             if out["takeovers"][-1]["seconds"] > lease_s + 2 * lease_s / 5 + 0.5:
                 out["violations"].append(f"slow takeover {out['takeovers'][-1]['seconds']}s")
+        standby_up()
+        time.sleep(2 * lease_s)  # the new leader has reconciled: the gate must still hold
         st = wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion", timeout=120)["status"]
         lws = env.kube.get(LWS, NS, "m")
         if st["rolloutId"] != rid:
