@@ -95,6 +95,12 @@ def admit(
 ) -> tuple[dict[str, Any], list[str]]:
     """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
     name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
+    if rtype.group == "lwsflow.io":  # incluster: lwsflow's own CRD, validated against its packaged schema
+        from lwsflow.controller.api.schema_check import schema_errors
+
+        if errors := schema_errors(obj, rtype.plural):
+            raise invalid(rtype, name, errors)
+        return obj, []
     if not is_crd(rtype):
         return obj, []
     from lwsflow.controller.api.defaults import default_object

@@ -95,3 +95,18 @@ def test_embedded_cluster_serves_rolloutpolicies(env: Env) -> None:
                                      "rolloutpolicies.lwsflow.io", "-n", NS, "-o", "json"],
                                     capture_output=True, text=True, timeout=60, check=True).stdout)
     assert doc["items"][0]["spec"]["targetRef"]["name"] == "m"
+
+
+def test_embedded_cluster_validates_against_the_schema(env: Env) -> None:
+    """Like kube-apiserver with a structural schema: a policy that violates it is refused with 422
+    naming the field, on create and on a status write."""
+    from lwsflow.controller.errors import ApiError
+
+    with pytest.raises(ApiError) as exc:
+        env.kube.create(ROLLOUT_POLICY, NS, policy("bad", onFailure="ignore"))
+    assert exc.value.status == 422 and "spec.onFailure" in str(exc.value)
+    env.kube.create(ROLLOUT_POLICY, NS, policy("ok"))
+    with pytest.raises(ApiError) as exc:
+        env.kube.merge_patch(ROLLOUT_POLICY, NS, "ok", {"status": {"phase": "Sleeping"}},
+                             subresource="status")
+    assert exc.value.status == 422 and "status.phase" in str(exc.value)
