@@ -58,3 +58,18 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
         p = wait_policy(env, "p", lambda s: s.get("phase") == "Succeeded", timeout=90)
     assert [h["outcome"] for h in p["status"]["history"]] == ["RolledBack", "Succeeded"]
     assert k(env, "promote", "nope") == 2
+
+
+def test_kubectl_finds_the_plugin(env: Env) -> None:
+    """`kubectl lwsflow ...` runs the installed kubectl-lwsflow script (kubectl's plugin lookup on PATH)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    venv_bin = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+    env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": "100%"}]))
+    out = subprocess.run([str(venv_bin / "kubectl"), "lwsflow", "get", "-n", NS, "--kubeconfig",
+                          str(env.kubeconfig)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split()[:4] == [NS, "p", "LeaderWorkerSet/m", "Idle"]
