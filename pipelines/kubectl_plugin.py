@@ -80,14 +80,35 @@ def get(namespace: Namespace = "default",
 
 
 @plugin.command()
-def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
+def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+           watch: Annotated[bool, typer.Option("--watch", "-w", help="reprint on every change until the "
+                                               "rollout ends or waits for a human")] = False) -> None:
     """A live view: stages, the gate predicates, groups ready and updated per role."""
+    from lwsflow.controller.kube import watch as kwatch
+    from lwsflow.controller.kube.resources import ROLLOUT_POLICY
+
+    kube = _kube(kubeconfig)
+    p = _policy(kube, namespace, policy)
+    _print_status(kube, namespace, policy, p)
+    if not watch:
+        return
+    shown = (p.get("status") or {}).get("stageText"), (p.get("status") or {}).get("phase")
+    while shown[1] in (None, "Idle", "Progressing"):
+        for cur in kwatch.follow(kube, ROLLOUT_POLICY, namespace, policy, wall_budget=30.0):
+            now = (cur.get("status") or {}).get("stageText"), (cur.get("status") or {}).get("phase")
+            if now != shown:
+                print()
+                _print_status(kube, namespace, policy, cur)
+                shown = now
+            if shown[1] not in (None, "Idle", "Progressing"):
+                return
+
+
+def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
     from lwsflow.controller.policy import gates
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import gate, session, state
 
-    kube = _kube(kubeconfig)
-    p = _policy(kube, namespace, policy)
     spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
     s = p.get("status") or {}
     target = _target_of(p)
