@@ -11,6 +11,7 @@ import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -209,3 +210,27 @@ def test_bad_input(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
         p = wait_policy(env, "px", lambda s: s.get("phase") == "Failed")
     assert "stages" in p["status"]["message"] and "100%" in p["status"]["message"]
     assert env.kube.get(LWS, NS, "x")["metadata"]["resourceVersion"] == before
+
+
+def test_stage_checks_run_per_stage(env: Env, tmp_path: Path) -> None:
+    """Each stage runs its own checks after its gate: stage 1's command check passes (it sees the
+    stage in its environment), stage 2's HTTP check fails (nothing listens), so stage 2 fails and
+    the release is rolled back; metrics count both results, the policy gets CheckFailed."""
+    marker = tmp_path / "stages.txt"
+    env.create_ready(lws_manifest("c", replicas=2, partition=2))
+    record = {"command": {"command": ["sh", "-c", f'echo "$LWSFLOW_STAGE" >> {marker}']}}
+    probe = {"name": "probe", "http": {"url": "http://127.0.0.1:9/ready", "timeoutSeconds": 2}}
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pc", "c", [{"groups": 1, "checks": [record]},
+                                                          {"groups": "100%", "checks": [probe]}]))
+    metrics = Metrics()
+    with running(_controller(env, metrics=metrics)):
+        wait_policy(env, "pc", lambda s: bool(s.get("stableRevision")))
+        sync(env, "c", "vllm:2")
+        p = wait_policy(env, "pc", lambda s: s.get("phase") == "RolledBack", timeout=90)
+    assert marker.read_text().split() == ["1"]
+    assert "stage 2 hook failed" in p["status"]["message"]
+    assert "CheckFailed" in _events(env, "RolloutPolicy", "pc")
+    text = metrics.render().decode()
+    assert 'lwsflow_check_results_total{result="passed"} 1.0' in text
+    assert 'lwsflow_check_results_total{result="failed"} 1.0' in text
+    assert 'lwsflow_rollouts_total{outcome="rolled-back"} 1.0' in text
