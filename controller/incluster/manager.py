@@ -158,7 +158,7 @@ class Controller:
         for obj in objs:
             st = state.RolloutState.from_object(obj)
             if st.active:
-                if not st.paused:
+                if not st.paused or st.abort:  # an abort of a paused rollout rolls it back
                     drive = False
                 continue
             cur = state.template_hash(state.template_of(obj))

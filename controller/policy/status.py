@@ -26,7 +26,7 @@ def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj) -> str:
     if not st.id:
         return "Idle"
     if st.active:
-        if st.paused:
+        if st.paused and not st.abort:  # an abort overrides the pause: it is rolling back
             return "Paused"
         if gates.waiting_at(spec, st, obj) is not None:
             return "WaitingForPromotion"

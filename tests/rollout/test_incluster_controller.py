@@ -234,3 +234,21 @@ def test_stage_checks_run_per_stage(env: Env, tmp_path: Path) -> None:
     assert 'lwsflow_check_results_total{result="passed"} 1.0' in text
     assert 'lwsflow_check_results_total{result="failed"} 1.0' in text
     assert 'lwsflow_rollouts_total{outcome="rolled-back"} 1.0' in text
+
+
+def test_on_failure_hold_keeps_the_canary_for_a_human(env: Env) -> None:
+    """``onFailure: hold``: a failed stage pauses (canary groups kept, nothing rolled back) until a
+    human aborts (then it rolls back) or fixes and resumes."""
+    env.create_ready(lws_manifest("h", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%"}],
+                                               progressDeadline="2m", onFailure="hold"))
+    with running(_controller(env)):
+        wait_policy(env, "ph", lambda s: bool(s.get("stableRevision")))
+        sync(env, "h", "vllm:bad", **{"sim.lwsflow.io/never-ready": "true"})
+        p = wait_policy(env, "ph", lambda s: s.get("phase") == "Paused", timeout=90)
+        assert "deadline" in p["status"]["message"]
+        lws = env.kube.get(LWS, NS, "h")
+        assert gate.partition(lws) == 1 and state.RolloutState.from_object(lws).active
+        assert kubectl_plugin.main(["abort", "ph", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
+        p = wait_policy(env, "ph", lambda s: s.get("phase") == "RolledBack", timeout=90)
+    assert p["status"]["observedTemplateHash"] == p["status"]["stableRevision"]
