@@ -34,12 +34,8 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
         while clock.now() < t0 + 600:  # paused through what would have been the bake: no stage starts
             assert gate.partition(env.kube.get(LWS, NS, "m")) == part
         assert k(env, "resume", "p") == 0
-        capsys.readouterr()
-        assert k(env, "status", "p", "--watch") == 0  # live until it waits for a human
-        live = capsys.readouterr().out
-        assert "Progressing" in live and live.rstrip().splitlines()[-1].startswith("  gate on m")
-        assert "WaitingForPromotion" in live
         wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion")
+        capsys.readouterr()
         assert k(env, "status", "p") == 0
         out = capsys.readouterr().out
         assert "WaitingForPromotion" in out and "manual gate" in out and "stage 3" in out
@@ -56,6 +52,12 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
         clock.sleep(120)
         assert state.RolloutState.from_object(env.kube.get(LWS, NS, "m")).id == failed
         assert k(env, "retry", "p") == 0
+        wait_policy(env, "p", lambda s: s.get("phase") == "Progressing" and s.get("rolloutId") != failed)
+        capsys.readouterr()
+        assert k(env, "status", "p", "--watch") == 0  # live until it waits for a human (stage 1 bakes 5m)
+        live = capsys.readouterr().out
+        assert "Progressing" in live and live.rstrip().splitlines()[-1].startswith("  gate on m")
+        assert "WaitingForPromotion" in live
         p = wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion" and
                         s.get("rolloutId") != failed, timeout=90)
         assert k(env, "promote", "p") == 0
