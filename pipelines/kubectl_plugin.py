@@ -185,9 +185,10 @@ def promote(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfi
     p = _policy(kube, namespace, policy)
     spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
     target = _target_of(p)
-    res, obj = session._objects(kube, target)[0]
+    objs = session._objects(kube, target)  # a pair: decode (carries the marks), then prefill
+    res, obj = objs[0]
     st = state.RolloutState.from_object(obj)
-    k = gates.waiting_at(spec, st, obj)
+    k = gates.waiting_at(spec, st, obj, [o for _r, o in objs[1:]])
     if k is None:
         raise InvalidInput(f"{namespace}/{policy}: the rollout is not waiting at a manual gate "
                            f"(phase {(p.get('status') or {}).get('phase', 'Idle')})", field="policy")

@@ -28,7 +28,7 @@ from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
-from lwsflow.controller.rollout.pd import PairRollout
+from lwsflow.controller.rollout.pd import PairRollout, find_pair
 
 log = logging.getLogger("lwsflow.controller.driver")
 
@@ -101,7 +101,8 @@ class Driver:
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
         if self.ref.kind == "LeaderWorkerSetPair":
-            return PairRollout(self.kube, self.ns, self.ref.name, self.opts, self.clock).run()
+            return PairRollout(self.kube, self.ns, self.ref.name, self.opts, self.clock,
+                               before_stage=self._pair_gate).run()
         make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
         eng = make(self.kube, self.ns, self.ref.name, self.opts, self.clock)
         res = resource_of(self.ref.kind)
@@ -122,6 +123,19 @@ class Driver:
                 self._wait_for_promotion(res, now_st, gate_k)
         return None
 
+    def _pair_gate(self, k: int) -> None:
+        """A pair's manual gate before stage ``k`` (> 0): the marks live on the decode LWS, the role
+        each stage moves first; both roles have passed stage ``k - 1`` when this is called."""
+        if self.spec.stages[k].pause is None:
+            return
+        while not self.stop.is_set():
+            obj = find_pair(self.kube, self.ns, self.ref.name)["decode"]
+            st = state.RolloutState.from_object(obj)
+            if not st.active or st.paused or st.abort or st.passed > k or \
+                    gates.promoted_stage(obj, st.id) >= k + 1:
+                return
+            self._wait_for_promotion(LWS, st, k, name=obj["metadata"]["name"])
+
     @staticmethod
     def _blocked(eng: Rollout, st: state.RolloutState, gate_k: int) -> bool:
         """The engine stopped at the gate (rather than having made a step)."""
@@ -130,14 +144,15 @@ class Driver:
         act = planner.next_action(st, eng.obj, partitioned=eng.strategy.has_partition)
         return act.kind in (planner.SET_PARTITION, planner.GATE, planner.DONE)
 
-    def _wait_for_promotion(self, res: Resource, st: state.RolloutState, gate_k: int) -> None:
+    def _wait_for_promotion(self, res: Resource, st: state.RolloutState, gate_k: int, *,
+                            name: str = "") -> None:
         """Follow the target until stage ``gate_k`` is promoted, or anything else needs a replan."""
         t0 = time.monotonic()
-        log.info("%s/%s: rollout %s waits for promotion of stage %d", self.ns, self.ref.name, st.id,
-                 gate_k + 1)
+        name = name or self.ref.name
+        log.info("%s/%s: rollout %s waits for promotion of stage %d", self.ns, name, st.id, gate_k + 1)
         try:
             while not self.stop.is_set():
-                for obj in watch.follow(self.kube, res, self.ns, self.ref.name, wall_budget=1.0):
+                for obj in watch.follow(self.kube, res, self.ns, name, wall_budget=1.0):
                     if self._gate_moved(obj, st, gate_k):
                         return
                     if self.stop.is_set():

@@ -138,7 +138,7 @@ class Controller:
             if retry is not None:
                 self._start_worker(key, ns, spec, objs, retry)
         new = pstatus.compute(spec, obj, int(meta.get("generation", 0)), old,
-                              state.iso(self.clock.now()))
+                              state.iso(self.clock.now()), others=objs[1:])
         self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
             new["currentStage"])
         if not pstatus.same(old, new):
@@ -149,7 +149,7 @@ class Controller:
         ref = spec.targetRef
         if ref.kind == "LeaderWorkerSetPair":
             pair = find_pair(self.kube, ns, ref.name)
-            return [pair["prefill"], pair["decode"]]
+            return [pair["decode"], pair["prefill"]]  # decode first: it carries the promotion marks
         return [self.kube.get(resource_of(ref.kind), ns, ref.name)]
 
     def _decide(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool | None:

@@ -9,6 +9,8 @@ and honoured once: the next rollout gets another id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lwsflow.controller.api import wire
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
@@ -44,9 +46,18 @@ def next_gate(spec: RolloutPolicySpec, st: state.RolloutState, promoted: int) ->
     return None
 
 
-def waiting_at(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj) -> int | None:
-    """The gate the rollout is waiting at right now: the next stage to start is gated, unpromoted."""
+def waiting_at(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj,
+               others: Sequence[Obj] = ()) -> int | None:
+    """The gate the rollout is waiting at right now: the next stage to start is gated, unpromoted.
+
+    ``obj`` carries the marks (a pair's decode LWS); ``others`` (the prefill LWS) must have passed
+    the stages before the gate too, as the pair coordinator waits for both roles.
+    """
     if not st.active or st.paused or st.abort or st.phase == state.ROLLING_BACK:
         return None
     gate_k = next_gate(spec, st, promoted_stage(obj, st.id))
-    return gate_k if gate_k is not None and gate_k == st.passed else None
+    if gate_k is None or gate_k != st.passed:
+        return None
+    if any(state.RolloutState.from_object(o).passed < gate_k for o in others):
+        return None
+    return gate_k

@@ -166,8 +166,9 @@ class RolloutPolicySpec(_Model):
         if kind == "DisaggregatedSet" and len(self.stages) != 1:
             # the DS controller rolls every role at once: it has no partition to stage with
             raise ValueError("a DisaggregatedSet target has exactly one stage (groups: 100%)")
-        if kind == "LeaderWorkerSetPair" and any(s.pause is not None for s in self.stages):
-            raise ValueError("manual gates (pause) are not supported for a LeaderWorkerSetPair yet")
+        if kind == "LeaderWorkerSetPair" and self.stages[0].pause is not None:
+            # the pair coordinator starts both roles' rollouts together with stage 1
+            raise ValueError("a LeaderWorkerSetPair cannot have a manual gate before its first stage")
         return self
 
     def stages_text(self) -> str:

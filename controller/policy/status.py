@@ -6,6 +6,7 @@ status, so a controller that takes over after a crash mirrors exactly what the o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lwsflow.controller.api.wire import Obj
@@ -22,13 +23,15 @@ def stable_hash(st: state.RolloutState) -> str:
     return state.template_hash(state.unpack(st.last_good)) if st.last_good else ""
 
 
-def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj) -> str:
+def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj, others: Sequence[Obj] = ()) -> str:
     if not st.id:
         return "Idle"
+    if not st.active and any(state.RolloutState.from_object(o).active for o in others):
+        return "Progressing"  # a pair: the other role has not ended yet
     if st.active:
         if st.paused and not st.abort:  # an abort overrides the pause: it is rolling back
             return "Paused"
-        if gates.waiting_at(spec, st, obj) is not None:
+        if gates.waiting_at(spec, st, obj, others) is not None:
             return "WaitingForPromotion"
         return "Progressing"
     return _FINAL.get(st.phase, "Failed")
@@ -43,21 +46,25 @@ def _condition(ctype: str, ok: bool, reason: str, message: str, now: str,
             "lastTransitionTime": since}
 
 
-def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: str) -> Obj:
-    """The status for ``obj`` (the target; for a pair: its first role) given the previous status."""
+def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: str,
+            others: Sequence[Obj] = ()) -> Obj:
+    """The status for ``obj`` (the target; for a pair: its decode LWS, with the prefill LWS in
+    ``others``) given the previous status."""
     st = state.RolloutState.from_object(obj)
-    phase = phase_of(spec, st, obj)
+    phase = phase_of(spec, st, obj, others)
     current = state.template_hash(state.template_of(obj))
     stable = stable_hash(st)
     canary = st.target_hash if st.active and st.target_hash else (current if current != stable else "")
     stages = len(st.targets) if st.active else len(spec.stages)
     stage = min(st.passed + 1, stages) if st.active else 0
     message = st.reason if st.reason else ""
-    wait = gates.waiting_at(spec, st, obj)
+    wait = gates.waiting_at(spec, st, obj, others)
     if wait is not None:
         message = f"stage {wait + 1} waits for `kubectl lwsflow promote`"
     history: list[dict[str, Any]] = list(old.get("history") or [])
-    if st.id and not st.active and st.phase in _FINAL and all(h.get("id") != st.id for h in history):
+    settled = not any(state.RolloutState.from_object(o).active for o in others)
+    if st.id and not st.active and settled and st.phase in _FINAL and all(h.get("id") != st.id
+                                                                          for h in history):
         history.append({"id": st.id, "templateHash": st.target_hash or st.manifest_hash,
                         "outcome": _FINAL[st.phase], "started": st.started, "finished": st.updated,
                         "message": st.reason[:300]})

@@ -252,3 +252,30 @@ def test_on_failure_hold_keeps_the_canary_for_a_human(env: Env) -> None:
         assert kubectl_plugin.main(["abort", "ph", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
         p = wait_policy(env, "ph", lambda s: s.get("phase") == "RolledBack", timeout=90)
     assert p["status"]["observedTemplateHash"] == p["status"]["stableRevision"]
+
+
+def test_pair_manual_gate(env: Env) -> None:
+    """A P/D pair with a manual gate before stage 2: both roles pass stage 1 and hold their
+    partitions until promoted (the marks live on the decode LWS, the role each stage moves first)."""
+    from lwsflow.controller.api import labels as L
+
+    for role, n in (("prefill", 4), ("decode", 2)):
+        env.create_ready(lws_manifest(f"q-{role}", replicas=n, partition=n,
+                                      labels={L.PD_PAIR: "q", L.ROLE: role}))
+    p = policy("pq", "q", [{"groups": 1}, {"groups": "100%", "pause": {}}])
+    p["spec"]["targetRef"]["kind"] = "LeaderWorkerSetPair"
+    env.kube.create(ROLLOUT_POLICY, NS, p)
+    with running(_controller(env)):
+        wait_policy(env, "pq", lambda s: bool(s.get("stableRevision")))
+        for role in ("prefill", "decode"):
+            sync(env, f"q-{role}", "vllm:2")
+        wait_policy(env, "pq", lambda s: s.get("phase") == "WaitingForPromotion", timeout=60)
+        held = {r: gate.partition(env.kube.get(LWS, NS, f"q-{r}")) for r in ("prefill", "decode")}
+        assert held == {"prefill": 3, "decode": 1}
+        clock = env.clock()
+        t0 = clock.now()
+        while clock.now() < t0 + 300:
+            assert {r: gate.partition(env.kube.get(LWS, NS, f"q-{r}")) for r in held} == held
+        assert kubectl_plugin.main(["promote", "pq", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
+        wait_policy(env, "pq", lambda s: s.get("phase") == "Succeeded", timeout=90)
+    assert env.rec.partitions["q-prefill"] == [4, 3, 0, 4] and env.rec.partitions["q-decode"] == [2, 1, 0, 2]

@@ -62,7 +62,8 @@ def test_schema_is_structural() -> None:
     ({"stages": [{"groups": "100%", "checks": [{"http": {"url": "http://x"},
                                                 "command": {"command": ["t"]}}]}]}, "exactly one"),
     ({"targetRef": {"kind": "DisaggregatedSet", "name": "d"}}, "exactly one stage"),
-    ({"targetRef": {"kind": "LeaderWorkerSetPair", "name": "d"}}, "manual gates"),
+    ({"targetRef": {"kind": "LeaderWorkerSetPair", "name": "d"},
+      "stages": [{"groups": 1, "pause": {}}, {"groups": "100%"}]}, "first stage"),
     ({"surprise": 1}, "surprise"),
 ])
 def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
