@@ -31,12 +31,13 @@ HEALTH_KEY = "resource.customizations.health.{group}_{kind}"
 HEALTH_SCRIPTS = {
     (L.LWS_GROUP, L.LWS_KIND): "leaderworkerset.lua",
     (L.DS_GROUP, L.DS_KIND): "disaggregatedset.lua",
+    ("lwsflow.io", "RolloutPolicy"): "rolloutpolicy.lua",  # the in-cluster controller's policy
 }
 CM_FILE = "argocd-cm-health.yaml"
 
 
 def health_script(kind: str) -> str:
-    """The Lua health check for ``LeaderWorkerSet`` or ``DisaggregatedSet``."""
+    """The Lua health check for ``LeaderWorkerSet``, ``DisaggregatedSet`` or ``RolloutPolicy``."""
     for (_group, k), name in HEALTH_SCRIPTS.items():
         if k == kind:
             return resources.files("lwsflow.components.argocd_health").joinpath(name).read_text()
@@ -44,7 +45,7 @@ def health_script(kind: str) -> str:
 
 
 def health_configmap(namespace: str = "argocd") -> dict[str, Any]:
-    """The ``argocd-cm`` fragment carrying both health checks."""
+    """The ``argocd-cm`` fragment carrying the health checks."""
     data = {HEALTH_KEY.format(group=g, kind=k): health_script(k) for (g, k) in HEALTH_SCRIPTS}
     return {
         "apiVersion": "v1",

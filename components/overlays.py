@@ -65,7 +65,7 @@ PIN_ORIGIN = f"{L.LWSFLOW}/image-pin"  # on the overlay's own metadata: who pinn
 KUSTOMIZATION = "kustomization.yaml"
 KUSTOMIZE_CONFIG = "kustomizeconfig.yaml"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
-RESERVED_DIRS = frozenset({"base", "rbac", "argocd"})
+RESERVED_DIRS = frozenset({"base", "rbac", "argocd", "controller"})  # controller: incluster
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 REPLICAS_CONFIG = {

@@ -308,18 +308,38 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
         if dropped:
             log("rollout", f"stages {', '.join(dropped)} dropped: no more groups than the stage before "
                 f"at {replicas} replica(s)")
-        log("rollout", f"{target} -n {namespace}: stages {stages}, smoke test after each stage")
-        try:
-            outcome = deploy.staged_rollout(
-                kube, target, namespace, manifest, stages=stages, deadline=deadline,
-                bake=_annotation(docs, "rollout-bake") or "0s",
-                hooks=[smoke_hook(target, kubeconfig)], log=lambda m: log("rollout", m))
-            outcome.report.write(report)
-            if outcome.exit_code != 0:
-                raise OperationFailed(f"rollout of {target} {outcome.result}: {outcome.message}")
-            deploy.verify_live(kube, docs)
-        except OperationFailed as exc:
-            failure = exc
+        from lwsflow.components import controller_mode  # incluster: a RolloutPolicy owns the target
+        from lwsflow.controller.policy.wait import find_policy
+        from lwsflow.controller.rollout.session import clock_for
+
+        owner = find_policy(kube, namespace, *target.split("/", 1))
+        if owner is not None:  # the in-cluster controller drives it: sync and wait for its verdict
+            try:
+                cdata = controller_mode.sync_and_wait(
+                    kube, clock_for(kube), deploy.workloads(docs), owner,
+                    parse_duration(deadline, "deadline") * (len(stages.split(",")) + 1),
+                    lambda m: log("rollout", m))
+                _write_report(str(out_dir), "rollout", cdata)
+                report.write_text(json.dumps(cdata))
+                if cdata["result"] != "succeeded":
+                    raise OperationFailed(f"rollout of {target} {cdata['result']} by the in-cluster "
+                                          f"controller: {cdata['message']}")
+                deploy.verify_live(kube, docs)
+            except OperationFailed as exc:
+                failure = exc
+        else:
+            log("rollout", f"{target} -n {namespace}: stages {stages}, smoke test after each stage")
+            try:
+                outcome = deploy.staged_rollout(
+                    kube, target, namespace, manifest, stages=stages, deadline=deadline,
+                    bake=_annotation(docs, "rollout-bake") or "0s",
+                    hooks=[smoke_hook(target, kubeconfig)], log=lambda m: log("rollout", m))
+                outcome.report.write(report)
+                if outcome.exit_code != 0:
+                    raise OperationFailed(f"rollout of {target} {outcome.result}: {outcome.message}")
+                deploy.verify_live(kube, docs)
+            except OperationFailed as exc:
+                failure = exc
     data = json.loads(report.read_text()) if report.is_file() else {}
     if failure is not None and data.get("result") == "rolled-back":
         # The cluster is back on the old revision: put git back too, or a GitOps sync (Argo CD)

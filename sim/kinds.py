@@ -83,11 +83,15 @@ CLUSTER_ROLE_BINDING = ResourceType(_RBAC, "v1", "ClusterRoleBinding", "clusterr
 SELF_SUBJECT_ACCESS_REVIEW = ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
                                           "selfsubjectaccessreviews", namespaced=False, has_status=False,
                                           verbs=("create",))
+# incluster: lwsflow's own CRD (schema and printer columns from controller/api/crds/rolloutpolicies)
+ROLLOUT_POLICY = ResourceType("lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies",
+                              short_names=("rp",), categories=("lwsflow",))
 
 ALL: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
     SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, PVC,
     ROLE, CLUSTER_ROLE, ROLE_BINDING, CLUSTER_ROLE_BINDING, SELF_SUBJECT_ACCESS_REVIEW,
+    ROLLOUT_POLICY,
 )
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}

@@ -27,6 +27,9 @@ CRD_SOURCES: dict[str, str] = {
         "config__crd__bases__disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
 }
 
+# lwsflow's own CRDs, generated from pydantic models (``python -m lwsflow.controller.policy.crd``)
+OWN_CRDS: tuple[str, ...] = ("rolloutpolicies",)
+
 
 @dataclass(frozen=True)
 class CrdInfo:
@@ -87,7 +90,7 @@ def encode_packed(doc: dict[str, Any]) -> bytes:
 @cache
 def packed(plural: str) -> dict[str, Any]:
     """The packaged extraction for ``plural`` (KeyError when lwsflow ships no such CRD)."""
-    if plural not in CRD_SOURCES:
+    if plural not in CRD_SOURCES and plural not in OWN_CRDS:
         raise KeyError(plural)
     doc: dict[str, Any] = json.loads(gzip.decompress((PACKAGE_DIR / f"{plural}.json.gz").read_bytes()))
     return doc
@@ -110,6 +113,7 @@ _BY_KIND: dict[tuple[str, str], str] = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkersets",
     ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet"): "disaggregatedsets",
     ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSetRoleScaler"): "disaggregatedsetrolescalers",
+    ("lwsflow.io/v1alpha1", "RolloutPolicy"): "rolloutpolicies",
 }
 
 

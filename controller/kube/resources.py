@@ -32,5 +32,8 @@ POD = Resource("", "v1", "pods")
 NODE = Resource("", "v1", "nodes", namespaced=False)
 EVENT = Resource("", "v1", "events")
 STATEFULSET = Resource("apps", "v1", "statefulsets")
+SECRET = Resource("", "v1", "secrets")
+LEASE = Resource("coordination.k8s.io", "v1", "leases")
+ROLLOUT_POLICY = Resource("lwsflow.io", "v1alpha1", "rolloutpolicies")
 
 BY_KIND = {"LeaderWorkerSet": LWS, "DisaggregatedSet": DS}

@@ -10,8 +10,9 @@ reopened from the last resourceVersion seen, a ``410 Gone`` (history compacted) 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
@@ -19,7 +20,7 @@ from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.errors import Gone, NotFound
+from lwsflow.controller.errors import ApiError, Gone, NotFound
 from lwsflow.controller.kube.client import Kube, translate
 from lwsflow.controller.kube.resources import Resource
 
@@ -83,3 +84,33 @@ def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget:
                      type(exc).__name__, rv)
         if time.monotonic() - opened < 0.05:  # a stream cut at once: do not spin on reconnects
             time.sleep(0.05)
+
+
+def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: Callable[[], None],
+                  stop: threading.Event, *, chunk_s: int = 30) -> None:
+    """Call ``on_change`` on every change of any ``res`` object (in ``namespace``; None: all) until
+    ``stop``; relists on 410 Gone and after a cut, so a change is never missed for long."""
+    rv = ""
+    pause = 1.0
+    while not stop.is_set():
+        try:
+            if not rv:
+                _items, rv = kube.list(res, namespace)
+                on_change()
+                pause = 1.0
+            for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
+                o = ev.get("raw_object") or ev.get("object")
+                if isinstance(o, dict):
+                    rv = (o.get("metadata") or {}).get("resourceVersion") or rv
+                if ev.get("type") != "BOOKMARK":
+                    on_change()
+                if stop.is_set():
+                    return
+        except Gone:
+            rv = ""
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+            # e.g. a kind this cluster does not serve (no DS CRD): back off to 30 s, keep trying
+            log.info("watch %s: %s; relisting in %.0fs", res.plural, type(exc).__name__, pause)
+            rv = ""
+            stop.wait(pause)
+            pause = min(30.0, pause * 2)

@@ -24,7 +24,7 @@ from lwsflow.controller.errors import Conflict
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.rollout import gate, planner, state
-from lwsflow.controller.rollout.hooks import HookContext, run_hook
+from lwsflow.controller.rollout.hooks import Hook, HookContext, run_hook
 from lwsflow.controller.rollout.kinds import KindStrategy, LwsKind, rest_patch
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import (
@@ -278,7 +278,7 @@ class Rollout:
         req0 = self.kube.total_requests
         try:
             self._gate_and_bake(st, k, rec)
-            for hook in self.opts.hooks:
+            for hook in self._hooks(k):
                 res = run_hook(hook, HookContext(self.strategy.kind, self.ns, self.name, k + 1,
                                                  len(st.targets), st.targets[k], self.obj))
                 rec.hooks.append(res.detail)
@@ -353,21 +353,31 @@ class Rollout:
         """Wait for the gate, then bake while it keeps holding; the cluster time the gate passed."""
         start = state.epoch(st.stage_started) or self.clock.now()
         deadline = start + st.deadline_s
+        bake_s = self._bake(st, k)
         for _ in range(self.opts.max_regates + 1):
             passed_at = self._wait(st, k, rec, until=deadline, bake=False)
             if passed_at is None:
                 raise StageFailed(f"stage {k + 1} deadline ({st.deadline_s:g}s) passed: "
                                   f"{rec.gate_detail}; failing {','.join(rec.gate) and self._failing(rec)}")
             rec.gate_passed = passed_at
-            if st.bake_s <= 0:
+            if bake_s <= 0:
                 return passed_at
-            if self._wait(st, k, rec, until=self.clock.now() + st.bake_s, bake=True) is not None:
+            if self._wait(st, k, rec, until=self.clock.now() + bake_s, bake=True) is not None:
                 self._done_wall = time.monotonic()
                 return self.clock.now()
             deadline = max(deadline, self.clock.now() + st.deadline_s)  # re-gate after a lost equality
             self.events.emit(self.obj, "StageBakeInterrupted", f"stage {k + 1}: equality lost during "
                              f"bake ({rec.gate_detail}); waiting for the gate again", warning=True)
         raise StageFailed(f"stage {k + 1}: equality lost during bake {self.opts.max_regates + 1} times")
+
+    def _bake(self, st: state.RolloutState, k: int) -> float:
+        """Stage ``k``'s bake: the per-stage value when the caller gave one (a RolloutPolicy)."""
+        bakes = self.opts.stage_bakes
+        return bakes[k] if bakes is not None and k < len(bakes) else st.bake_s
+
+    def _hooks(self, k: int) -> list[Hook]:
+        per = self.opts.stage_hooks
+        return [*self.opts.hooks, *(per[k] if per is not None and k < len(per) else [])]
 
     @staticmethod
     def _failing(rec: StageRecord) -> str:

@@ -27,3 +27,7 @@ class RolloutOptions:
     defer_failure: bool = False
     # Start again with a manifest whose last rollout ended rolled back / aborted / failed.
     retry: bool = False
+    # Per-stage bake (cluster seconds) and checks, index = stage (a RolloutPolicy's stages); None:
+    # ``bake_s`` and ``hooks`` for every stage. Stage hooks run after ``hooks``.
+    stage_bakes: list[float] | None = None
+    stage_hooks: list[list[Hook]] | None = None

@@ -69,8 +69,11 @@ class PairRollout:
 
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
                  manifests: dict[str, Obj] | None = None,
-                 on_step: Callable[[str], None] | None = None) -> None:
+                 on_step: Callable[[str], None] | None = None,
+                 before_stage: Callable[[int], None] | None = None) -> None:
         self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
+        # called before stage k (0-based) moves either role: a manual gate blocks here (RolloutPolicy)
+        self.before_stage = before_stage
         live = find_pair(kube, namespace, pair)
         manifests = manifests or {}
         reps = {r: gate.replicas(manifests.get(r) or live[r]) for r in ROLES}
@@ -116,6 +119,8 @@ class PairRollout:
                for o in self.latest.values()):
             return self._rollback("resuming an interrupted rollback")
         for k in range(self.n):
+            if self.before_stage is not None and k > 0:
+                self.before_stage(k)
             for role in ROLES:
                 out = self._advance(role, k)
                 if out is not None and out.result != SUCCEEDED:

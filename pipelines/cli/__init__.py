@@ -20,7 +20,7 @@ from lwsflow.pipelines.cli.output import one_line, print_error
 __all__ = ["entry", "main", "one_line"]
 
 # Each area owns one module; importing it registers its commands on `app`.
-_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline")
+_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "controller")
 
 
 def _register() -> None:

@@ -102,6 +102,12 @@ def admit(
         if problems:
             raise invalid(rtype, name, problems)
         return obj, []
+    if rtype.group == "lwsflow.io":  # incluster: lwsflow's own CRD, validated against its packaged schema
+        from lwsflow.controller.api.schema_check import schema_errors
+
+        if errors := schema_errors(obj, rtype.plural):
+            raise invalid(rtype, name, errors)
+        return obj, []
     if not is_crd(rtype):
         core_admission.default(rtype, obj)
         errors = core_admission.validate(rtype, obj, old)

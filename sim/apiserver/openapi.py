@@ -19,7 +19,8 @@ from typing import Any
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver.routing import GROUP_VERSIONS
 
-_CRD_PLURALS = ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers")
+_CRD_PLURALS = ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers",
+                "rolloutpolicies")  # incluster: + lwsflow's own CRD
 _JSON = {"schema": {"type": "object"}}
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 

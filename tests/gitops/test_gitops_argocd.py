@@ -131,6 +131,7 @@ def test_applications_ignore_the_partition_and_build(tree: Path, tmp_path: Path)
     assert set(cm["data"]) == {
         HEALTH_KEY.format(group="leaderworkerset.x-k8s.io", kind="LeaderWorkerSet"),
         HEALTH_KEY.format(group="disaggregatedset.x-k8s.io", kind="DisaggregatedSet"),
+        HEALTH_KEY.format(group="lwsflow.io", kind="RolloutPolicy"),
     }
     out = tmp_path / "argocd"
     assert main(["argocd", str(tree), "--out", str(out), "--repo-url", "https://git.example/llm.git"]) == 0

@@ -1,0 +1,53 @@
+"""The rollout step's controller mode: a RolloutPolicy owns the target, so the step only syncs.
+
+It applies the release the way an Argo CD sync does (the template, with the partition frozen at
+replicas, under its own field manager) and waits for the in-cluster controller's verdict on that
+template (``lwsflow.controller.policy.wait``). It never moves a partition: the controller does.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.kube.resources import BY_KIND
+from lwsflow.controller.rollout import state
+
+FIELD_MANAGER = "lwsflow-pipeline-sync"
+
+
+def frozen(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with an LWS partition at replicas (what the rendered overlays carry for GitOps)."""
+    out = copy.deepcopy(doc)
+    if out.get("kind") == L.LWS_KIND:
+        spec = out.setdefault("spec", {})
+        ruc = spec.setdefault("rolloutStrategy", {}).setdefault("rollingUpdateConfiguration", {})
+        ruc["partition"] = int(spec.get("replicas") or 1)
+    out.pop("status", None)
+    return out
+
+
+def sync_and_wait(kube: Any, clock: Any, workloads: list[dict[str, Any]], policy: dict[str, Any],
+                  deadline_s: float, log: Any) -> dict[str, Any]:
+    """Apply ``workloads`` frozen, wait for the verdict; the report (``result`` as the engine's)."""
+    from lwsflow.controller.policy import wait
+
+    meta = policy["metadata"]
+    live = []
+    for d in workloads:
+        # the template as the API server stores it (defaults applied): what the controller hashes
+        live.append(kube.apply(BY_KIND[d["kind"]], frozen(d), field_manager=FIELD_MANAGER))
+    want = state.template_hash(state.template_of(live[0]))
+    log(f"rolloutpolicy {meta['namespace']}/{meta['name']} owns the target: waiting for the in-cluster "
+        f"controller's verdict on template {want}")
+    started = clock.now()
+    status = wait.await_verdict(kube, clock, meta["namespace"], meta["name"], want, timeout_s=deadline_s,
+                                on_phase=lambda p: log(f"  policy phase {p}"))
+    outcome = wait.verdict(status, want)
+    result = {"Succeeded": "succeeded", "RolledBack": "rolled-back"}.get(outcome or "", "failed")
+    stages = int(status.get("stages") or 0)
+    return {"mode": "controller", "policy": meta["name"], "result": result,
+            "message": status.get("message", ""), "started": started, "ended": clock.now(),
+            "stages": [{"index": i + 1, "result": "passed"} for i in range(stages)] if result == "succeeded"
+            else [], "rolloutId": status.get("rolloutId", "")}

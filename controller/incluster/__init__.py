@@ -1,0 +1,1 @@
+"""The in-cluster rollout controller: reconciles RolloutPolicies (``lwsflow controller run``)."""

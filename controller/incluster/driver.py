@@ -1,0 +1,170 @@
+"""Drive one RolloutPolicy's rollout with the existing engine, honouring its manual gates.
+
+The engine does the stages (gate, bake, checks, rollback) and persists progress on the target; the
+driver only adds what a policy has on top: per-stage bake and checks (engine options) and manual
+gates. A gated stage's partition is never lowered before its promotion mark is on the target
+(:mod:`lwsflow.controller.policy.gates`), so a controller that takes over resumes at the right
+stage without skipping a gate. ``chain_partitions`` is off when a policy has gates: the engine
+would otherwise lower the next stage's partition in the write that passes the current one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.kube import watch
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import DS, LWS, Resource
+from lwsflow.controller.policy import gates
+from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck, parse_duration
+from lwsflow.controller.rollout import planner, state
+from lwsflow.controller.rollout.ds import ds_rollout
+from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
+from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
+from lwsflow.controller.rollout.options import RolloutOptions
+from lwsflow.controller.rollout.pd import PairRollout, find_pair
+
+log = logging.getLogger("lwsflow.controller.driver")
+
+SmokeFactory = Callable[[SmokeCheck], Hook]
+"""Makes the smoke-test hook (wired by the CLI: the controller must not import components)."""
+
+KIND_TO_TARGET = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds", "LeaderWorkerSetPair": "pair"}
+
+
+def resource_of(kind: str) -> Resource:
+    return DS if kind == "DisaggregatedSet" else LWS
+
+
+def check_hook(check: Check, smoke: SmokeFactory | None) -> Hook:
+    if check.http is not None:
+        return http_probe(check.http.url, float(check.http.timeoutSeconds))
+    if check.command is not None:
+        return command_hook(check.command.command, float(check.command.timeoutSeconds))
+    if check.smoke is not None and smoke is not None:
+        return smoke(check.smoke)
+    def unavailable(_ctx: object) -> bool:  # a smoke check without the smoke test wired: fail
+        return False
+    unavailable.__name__ = "smoke:unavailable"
+    return unavailable
+
+
+def _counted(hook: Hook, on_check: Callable[[str, bool], None]) -> Hook:
+    def counted(ctx: HookContext) -> HookResult:
+        res = run_hook(hook, ctx)
+        on_check(res.detail, res.ok)
+        return res
+    counted.__name__ = getattr(hook, "__name__", "check")
+    return counted
+
+
+def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
+            on_check: Callable[[str, bool], None] | None = None) -> RolloutOptions:
+    """The engine options of a policy (stages, per-stage bake and checks, deadline, onFailure)."""
+    gated = any(s.pause is not None for s in spec.stages)
+    report = on_check or (lambda _d, _ok: None)
+    return RolloutOptions(
+        stages=spec.stages_text(), deadline_s=parse_duration(spec.progressDeadline),
+        no_rollback=spec.onFailure == "hold", retry=retry, chain_partitions=not gated,
+        stage_bakes=[parse_duration(s.bake) for s in spec.stages],
+        stage_hooks=[[_counted(check_hook(c, smoke), report) for c in s.checks] for s in spec.stages])
+
+
+@dataclass
+class GateWait:
+    """A manual gate a driver waits at (for metrics and notifications)."""
+
+    stage: int  # 0-based
+    since_wall: float
+
+
+class Driver:
+    """Runs one rollout of one policy's target to an outcome (or until ``stop`` is set)."""
+
+    def __init__(self, kube: Kube, clock: Clock, namespace: str, spec: RolloutPolicySpec, *,
+                 retry: bool = False, smoke: SmokeFactory | None = None,
+                 stop: threading.Event | None = None,
+                 on_gate: Callable[[int, float], None] | None = None,
+                 on_check: Callable[[str, bool], None] | None = None) -> None:
+        self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
+        self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check)
+        self.stop = stop or threading.Event()
+        self.on_gate = on_gate or (lambda _k, _s: None)  # (stage, wall seconds waited)
+        self.ref = spec.targetRef
+
+    def run(self) -> Outcome | None:
+        """The rollout's outcome; None when stopped before it ended."""
+        if self.ref.kind == "LeaderWorkerSetPair":
+            return PairRollout(self.kube, self.ns, self.ref.name, self.opts, self.clock,
+                               before_stage=self._pair_gate).run()
+        make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
+        eng = make(self.kube, self.ns, self.ref.name, self.opts, self.clock)
+        res = resource_of(self.ref.kind)
+        eng.t.checkpoint("begin")
+        while not self.stop.is_set():
+            obj = self.kube.get(res, self.ns, self.ref.name)
+            st = state.RolloutState.from_object(obj)
+            if st.active:
+                gate_k = gates.next_gate(self.spec, st, gates.promoted_stage(obj, st.id))
+            else:  # a new rollout: nothing promoted yet
+                gate_k = gates.next_gate(self.spec, state.RolloutState(), 0)
+            until = gate_k - 1 if gate_k is not None else None
+            out = eng.step_retrying(until_stage=until)
+            if out is not None:
+                return finish(out, self.clock, self.kube, eng.events)
+            now_st = state.RolloutState.from_object(eng.obj)
+            if gate_k is not None and self._blocked(eng, now_st, gate_k):
+                self._wait_for_promotion(res, now_st, gate_k)
+        return None
+
+    def _pair_gate(self, k: int) -> None:
+        """A pair's manual gate before stage ``k`` (> 0): the marks live on the decode LWS, the role
+        each stage moves first; both roles have passed stage ``k - 1`` when this is called."""
+        if self.spec.stages[k].pause is None:
+            return
+        while not self.stop.is_set():
+            obj = find_pair(self.kube, self.ns, self.ref.name)["decode"]
+            st = state.RolloutState.from_object(obj)
+            if not st.active or st.paused or st.abort or st.passed > k or \
+                    gates.promoted_stage(obj, st.id) >= k + 1:
+                return
+            self._wait_for_promotion(LWS, st, k, name=obj["metadata"]["name"])
+
+    @staticmethod
+    def _blocked(eng: Rollout, st: state.RolloutState, gate_k: int) -> bool:
+        """The engine stopped at the gate (rather than having made a step)."""
+        if not st.active or st.passed < gate_k:
+            return False
+        act = planner.next_action(st, eng.obj, partitioned=eng.strategy.has_partition)
+        return act.kind in (planner.SET_PARTITION, planner.GATE, planner.DONE)
+
+    def _wait_for_promotion(self, res: Resource, st: state.RolloutState, gate_k: int, *,
+                            name: str = "") -> None:
+        """Follow the target until stage ``gate_k`` is promoted, or anything else needs a replan."""
+        t0 = time.monotonic()
+        name = name or self.ref.name
+        log.info("%s/%s: rollout %s waits for promotion of stage %d", self.ns, name, st.id, gate_k + 1)
+        try:
+            while not self.stop.is_set():
+                for obj in watch.follow(self.kube, res, self.ns, name, wall_budget=1.0):
+                    if self._gate_moved(obj, st, gate_k):
+                        return
+                    if self.stop.is_set():
+                        return
+        finally:
+            self.on_gate(gate_k, time.monotonic() - t0)
+
+    @staticmethod
+    def _gate_moved(obj: Obj, st: state.RolloutState, gate_k: int) -> bool:
+        now = state.RolloutState.from_object(obj)
+        if gates.promoted_stage(obj, st.id) >= gate_k + 1:
+            return True
+        # abort, pause, a superseding template or a finished rollout: the engine decides next
+        changed = state.template_hash(state.template_of(obj)) != st.target_hash
+        return now.id != st.id or now.abort or now.paused or not now.active or changed

@@ -1,0 +1,258 @@
+"""The reconcile loop of ``lwsflow controller run``.
+
+Level-triggered: every pass lists the RolloutPolicies and, per policy, reads its target and decides
+from what is on the cluster alone (the rollout annotations): start or resume a driver thread, adopt
+a first template as stable, and mirror the status. Watches on policies and targets only wake the
+loop early; a periodic resync covers anything a watch missed. Each target's rollout runs in its own
+thread (the engine blocks on watches), so one slow gate never holds another target.
+
+Superseding: when Git syncs a newer template mid-rollout, the engine sees a template that is not its
+target (planner FOREIGN), marks the rollout Aborted without writing anything else, and the next pass
+starts a rollout of the new template from where the groups are: the overlay keeps the partition at
+replicas, so groups not yet updated keep serving and the floor holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
+from lwsflow.controller.incluster.driver import Driver, SmokeFactory, resource_of
+from lwsflow.controller.incluster.leader import LeaderElector
+from lwsflow.controller.incluster.metrics import Metrics
+from lwsflow.controller.incluster.notify import Notifier
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import EventRecorder
+from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
+from lwsflow.controller.kube.watch import watch_changes
+from lwsflow.controller.policy import gates
+from lwsflow.controller.policy import status as pstatus
+from lwsflow.controller.policy.model import RolloutPolicySpec
+from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.pd import find_pair
+
+log = logging.getLogger("lwsflow.controller")
+
+LAST_GOOD = ROLLOUT_PREFIX + "last-good-template"
+
+
+@dataclass
+class _Worker:
+    thread: threading.Thread
+    template_hash: str
+
+
+@dataclass
+class Controller:
+    kube: Kube
+    clock: Clock
+    namespace: str | None = None  # None: all namespaces
+    leader: LeaderElector | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    notifier: Notifier | None = None
+    smoke: SmokeFactory | None = None
+    resync_s: float = 2.0
+    stop: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+    workers: dict[str, _Worker] = field(default_factory=dict)
+    synced: bool = False  # one full pass done (readiness)
+
+    def __post_init__(self) -> None:
+        self.events = EventRecorder(self.kube, self.clock.now)
+
+    # -- loop --------------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Reconcile until ``stop`` (blocking)."""
+        for res in (ROLLOUT_POLICY, LWS, DS):
+            threading.Thread(target=watch_changes, args=(self.kube, res, self.namespace, self.wake.set,
+                                                        self.stop), name=f"watch-{res.plural}",
+                             daemon=True).start()
+        while not self.stop.is_set():
+            if self.leader is not None and not self.leader.is_leader():
+                self.metrics.leader.set(0)
+                self.leader.leader.wait(0.2)
+                continue
+            self.metrics.leader.set(1)
+            self.wake.clear()
+            self.reconcile_all()
+            self.wake.wait(self.resync_s)
+
+    def is_ready(self) -> bool:
+        """Ready when a pass has completed (leader) or it stands by (so a Service never routes to a
+        replica that cannot answer): both replicas are Ready; only the leader acts."""
+        return self.synced or (self.leader is not None and not self.leader.is_leader())
+
+    def reconcile_all(self) -> None:
+        t0 = time.monotonic()
+        try:
+            policies, _ = self.kube.list(ROLLOUT_POLICY, self.namespace)
+        except ApiError as exc:
+            log.warning("list rolloutpolicies: %s", exc)
+            self.metrics.reconcile_errors.inc()
+            return
+        for p in policies:
+            if self.stop.is_set() or (self.leader is not None and not self.leader.is_leader()):
+                return
+            try:
+                self.reconcile(p)
+            except ApiError as exc:
+                log.warning("reconcile %s/%s: %s", p["metadata"].get("namespace"), p["metadata"]["name"], exc)
+                self.metrics.reconcile_errors.inc()
+        self.synced = True
+        self.metrics.reconcile_latency.observe(time.monotonic() - t0)
+
+    # -- one policy --------------------------------------------------------------------------------
+    def reconcile(self, policy: Obj) -> None:
+        meta = policy["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{ns}/{name}"
+        old: Obj = policy.get("status") or {}
+        try:
+            spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(["spec", *(str(x) for x in err["loc"])])
+            self._write_status(policy, {**old, "phase": "Failed", "message": f"{where}: {err['msg']}",
+                                        "observedGeneration": meta.get("generation", 0)})
+            return
+        try:
+            objs = self._targets(ns, spec)
+        except (NotFound, InvalidInput) as exc:
+            self._write_status(policy, {**old, "phase": "Idle", "message": f"target: {exc}",
+                                        "observedGeneration": meta.get("generation", 0)})
+            return
+        obj = objs[0]
+        worker = self.workers.get(key)
+        if worker is None or not worker.thread.is_alive():
+            self.workers.pop(key, None)
+            retry = self._decide(policy, spec, objs)
+            if retry is not None:
+                self._start_worker(key, ns, spec, objs, retry)
+        new = pstatus.compute(spec, obj, int(meta.get("generation", 0)), old,
+                              state.iso(self.clock.now()), others=objs[1:])
+        self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
+            new["currentStage"])
+        if not pstatus.same(old, new):
+            self._transitions(policy, spec, old, new)
+            self._write_status(policy, new)
+
+    def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
+        ref = spec.targetRef
+        if ref.kind == "LeaderWorkerSetPair":
+            pair = find_pair(self.kube, ns, ref.name)
+            return [pair["decode"], pair["prefill"]]  # decode first: it carries the promotion marks
+        return [self.kube.get(resource_of(ref.kind), ns, ref.name)]
+
+    def _decide(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool | None:
+        """Whether to drive now: None no; False drive; True drive as a retry of a failed release."""
+        drive: bool | None = None
+        for obj in objs:
+            st = state.RolloutState.from_object(obj)
+            if st.active:
+                if not st.paused or st.abort:  # an abort of a paused rollout rolls it back
+                    drive = False
+                continue
+            cur = state.template_hash(state.template_of(obj))
+            stable = pstatus.stable_hash(st)
+            if cur == stable:
+                continue
+            if not stable and not st.id:
+                if self._fully_rolled(spec, obj):
+                    self._adopt(spec, obj)  # first sight: what runs everywhere is the stable revision
+                    continue
+                drive = False
+                continue
+            if st.id and st.manifest_hash == cur:  # this template's rollout already ended
+                asked = (policy["metadata"].get("annotations") or {}).get(gates.RETRY)
+                if asked and asked == st.id:
+                    return True
+                continue
+            drive = False
+        return drive
+
+    @staticmethod
+    def _fully_rolled(spec: RolloutPolicySpec, obj: Obj) -> bool:
+        if spec.targetRef.kind == "DisaggregatedSet":
+            return gate.ds_gate(obj).passed
+        return gate.lws_fully_rolled(obj).passed
+
+    def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:
+        meta = obj["metadata"]
+        res = resource_of(spec.targetRef.kind) if spec.targetRef.kind != "LeaderWorkerSetPair" else LWS
+        self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "annotations": {LAST_GOOD: state.pack(state.template_of(obj))}}}, field_manager=L.FIELD_MANAGER)
+        log.info("%s/%s: adopted the running template as stable", meta["namespace"], meta["name"])
+
+    def _start_worker(self, key: str, ns: str, spec: RolloutPolicySpec, objs: list[Obj], retry: bool) -> None:
+        def on_gate(stage: int, waited: float) -> None:
+            self.metrics.gate_wait.labels(gate="manual").observe(waited)
+
+        def on_check(detail: str, ok: bool) -> None:
+            self.metrics.checks.labels(result="passed" if ok else "failed").inc()
+
+        def work() -> None:
+            try:
+                out = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
+                             on_gate=on_gate, on_check=on_check).run()
+                if out is not None:
+                    self.metrics.rollouts.labels(outcome=out.result).inc()
+                    self.metrics.record_report(out.report)
+                    log.info("%s: %s", key, out.message)
+            except Exception:  # a driver's crash must not take the controller down; the state is safe
+                log.exception("%s: rollout driver failed", key)
+                self.metrics.reconcile_errors.inc()
+            finally:
+                self.wake.set()
+
+        t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
+        self.workers[key] = _Worker(t, state.template_hash(state.template_of(objs[0])))
+        t.start()
+
+    # -- status, events, notifications -------------------------------------------------------------
+    def _write_status(self, policy: Obj, status: Obj) -> None:
+        meta = policy["metadata"]
+        self.kube.merge_patch(ROLLOUT_POLICY, meta["namespace"], meta["name"], {"status": status},
+                              field_manager=L.FIELD_MANAGER, subresource="status")
+        policy["status"] = status
+
+    def _transitions(self, policy: Obj, spec: RolloutPolicySpec, old: Obj, new: Obj) -> None:
+        """Events and notifications for what changed (derived from the persisted status, so a new
+        leader does not repeat what the old one already announced)."""
+        name = policy["metadata"]["name"]
+        target = f"{spec.targetRef.kind}/{spec.targetRef.name}"
+        rid, phase = new.get("rolloutId", ""), new.get("phase", "")
+        same_rollout = old.get("rolloutId") == rid and bool(rid)
+        notes: list[tuple[str, str, bool]] = []  # (reason, message, warning)
+        if rid and not same_rollout and phase in ("Progressing", "WaitingForPromotion"):
+            stable = new.get("stableRevision") or "none"
+            notes.append(("RolloutStarted", f"rollout {rid} of {target} started: template "
+                          f"{new.get('canaryRevision')} (stable {stable})", False))
+        if same_rollout and int(new.get("currentStage") or 0) > int(old.get("currentStage") or 0):
+            for k in range(int(old.get("currentStage") or 0), int(new["currentStage"])):
+                if k >= 1:
+                    notes.append(("StagePassed", f"{target}: stage {k}/{new.get('stages')} passed", False))
+        if phase != old.get("phase"):
+            msg = new.get("message") or ""
+            if phase == "WaitingForPromotion":
+                notes.append(("WaitingForPromotion", f"{target}: {msg}", False))
+            elif phase == "Succeeded":
+                notes.append(("RolloutSucceeded", f"{target}: rollout {rid} succeeded", False))
+            elif phase in ("RolledBack", "Failed", "Aborted"):
+                if "hook failed" in msg or "check" in msg:
+                    notes.append(("CheckFailed", f"{target}: {msg}", True))
+                notes.append((f"Rollout{phase}", f"{target}: rollout {rid} {phase}: {msg}", True))
+        hooks = spec.notifications.webhooks if spec.notifications else []
+        for reason, message, warning in notes:
+            self.events.emit(policy, reason, message, warning=warning)
+            if self.notifier is not None and reason != "RolloutStarted":
+                self.notifier.send(policy["metadata"]["namespace"], hooks, f"[lwsflow {name}] {message}")

@@ -1,0 +1,98 @@
+"""Webhook notifications (Slack-compatible ``{"text": ...}`` JSON), sent off the reconcile path.
+
+``send`` only enqueues: one background thread posts, retrying with exponential backoff, so a slow
+or dead webhook never delays a rollout. The URL is read from the policy's Secret when sending and
+is never logged, put in status or in an event: logs name the Secret and key only.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from lwsflow.controller.errors import ApiError
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import SECRET
+from lwsflow.controller.policy.model import Webhook
+
+log = logging.getLogger("lwsflow.controller.notify")
+
+
+@dataclass(frozen=True)
+class Message:
+    namespace: str
+    webhooks: tuple[Webhook, ...]
+    text: str
+
+
+class Notifier:
+    """A queue and one sender thread; ``attempts`` tries per webhook, backoff doubling from ``base_s``."""
+
+    def __init__(self, kube: Kube, *, attempts: int = 5, base_s: float = 0.5, timeout_s: float = 5.0,
+                 post: Callable[[str, dict[str, str]], int] | None = None) -> None:
+        self.kube, self.attempts, self.base_s, self.timeout_s = kube, attempts, base_s, timeout_s
+        self._post = post or self._http_post
+        self._q: queue.Queue[Message | None] = queue.Queue(maxsize=1000)
+        self.sent = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._loop, name="notifier", daemon=True)
+        self._thread.start()
+
+    def send(self, namespace: str, webhooks: list[Webhook], text: str) -> None:
+        if not webhooks:
+            return
+        try:
+            self._q.put_nowait(Message(namespace, tuple(webhooks), text))
+        except queue.Full:
+            log.warning("notification queue full; dropped: %s", text[:80])
+
+    def close(self) -> None:
+        self._q.put(None)
+
+    def _http_post(self, url: str, body: dict[str, str]) -> int:
+        return httpx.post(url, json=body, timeout=self.timeout_s).status_code
+
+    def _url(self, namespace: str, hook: Webhook) -> str | None:
+        ref = hook.secretKeyRef
+        try:
+            secret = self.kube.get(SECRET, namespace, ref.name)
+        except ApiError as exc:
+            log.warning("webhook secret %s/%s: %s", namespace, ref.name, type(exc).__name__)
+            return None
+        raw = (secret.get("data") or {}).get(ref.key)
+        if raw is None:
+            log.warning("webhook secret %s/%s has no key %r", namespace, ref.name, ref.key)
+            return None
+        return base64.b64decode(raw).decode().strip()
+
+    def _loop(self) -> None:
+        while (msg := self._q.get()) is not None:
+            for hook in msg.webhooks:
+                self._deliver(msg, hook)
+
+    def _deliver(self, msg: Message, hook: Webhook) -> None:
+        where = f"secret {msg.namespace}/{hook.secretKeyRef.name}[{hook.secretKeyRef.key}]"
+        for attempt in range(1, self.attempts + 1):
+            url = self._url(msg.namespace, hook)
+            if url is not None:
+                try:
+                    code = self._post(url, {"text": msg.text})
+                except httpx.HTTPError as exc:
+                    code, detail = 0, type(exc).__name__
+                else:
+                    detail = f"HTTP {code}"
+                if 200 <= code < 300:
+                    self.sent += 1
+                    return
+                log.info("webhook (%s) attempt %d: %s", where, attempt, detail)
+            if attempt < self.attempts:
+                time.sleep(self.base_s * 2 ** (attempt - 1))
+        self.failed += 1
+        log.warning("webhook (%s): gave up after %d attempts", where, self.attempts)

@@ -1,0 +1,219 @@
+"""The RolloutPolicy resource, defined once: the CRD's OpenAPI schema is generated from these models.
+
+Field names are the wire names (camelCase) so the models read like the YAML a user writes. Durations
+are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagger. The spec choices:
+
+- ``targetRef.kind`` is ``LeaderWorkerSet``, ``DisaggregatedSet`` or ``LeaderWorkerSetPair`` (two LWS
+  labelled ``lwsflow.io/pd-pair=<name>``, roles prefill and decode): the three targets the engine rolls.
+- every stage has its own ``bake`` and ``checks`` (the engine runs them after the stage's gate);
+  ``pause: {}`` is a manual gate *before* the stage starts, passed by ``kubectl lwsflow promote``.
+- ``onFailure: hold`` keeps the canary groups and pauses for a human instead of rolling back.
+- the notification webhook URL lives in a Secret (``secretKeyRef``): a URL is a credential for Slack.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lwsflow.controller.api.intstr import parse_percent
+
+GROUP, VERSION, KIND, PLURAL, SINGULAR = "lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies", \
+    "rolloutpolicy"
+API_VERSION = f"{GROUP}/{VERSION}"
+SHORT_NAMES = ("rp",)
+
+PHASES = ("Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack", "Failed",
+          "Aborted")
+Phase = Literal["Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack",
+                "Failed", "Aborted"]
+HISTORY_LIMIT = 5
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DURATION_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+
+
+def parse_duration(text: str) -> float:
+    """``"1h30m"`` -> 5400.0; ValueError for anything else (an empty string included)."""
+    m = _DURATION.match(text or "")
+    if not text or m is None:
+        raise ValueError(f"{text!r} is not a duration like 90s, 5m or 1h30m")
+    h, mi, s = (int(g or 0) for g in m.groups())
+    return float(h * 3600 + mi * 60 + s)
+
+
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2)]
+DnsLabel = Annotated[str, Field(pattern=_DNS_LABEL, min_length=1, max_length=63)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TargetRef(_Model):
+    """What the policy rolls."""
+
+    kind: Literal["LeaderWorkerSet", "DisaggregatedSet", "LeaderWorkerSetPair"]
+    name: DnsLabel
+
+
+class PauseGate(_Model):
+    """A manual gate: the stage waits until ``kubectl lwsflow promote`` passes it."""
+
+
+class SmokeCheck(_Model):
+    """The lwsflow smoke test against the target's serving endpoint (chat completion + /v1/models)."""
+
+    timeoutSeconds: int = Field(default=300, ge=1)
+
+
+class HttpCheck(_Model):
+    """GET ``url``; any 2xx passes."""
+
+    url: str = Field(pattern=r"^https?://")
+    timeoutSeconds: int = Field(default=10, ge=1)
+
+
+class CommandCheck(_Model):
+    """Run ``command`` (argv) in the controller's container; exit 0 passes."""
+
+    command: list[str] = Field(min_length=1)
+    timeoutSeconds: int = Field(default=300, ge=1)
+
+
+class Check(_Model):
+    """One check after a stage's gate and bake: exactly one of ``smoke``, ``http``, ``command``."""
+
+    name: str = ""
+    smoke: SmokeCheck | None = None
+    http: HttpCheck | None = None
+    command: CommandCheck | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Check:
+        if sum(x is not None for x in (self.smoke, self.http, self.command)) != 1:
+            raise ValueError("a check sets exactly one of smoke, http, command")
+        return self
+
+
+class Stage(_Model):
+    """One stage: how many groups run the new template once it passes, then bake and checks."""
+
+    groups: int | str = Field(json_schema_extra={"x-kubernetes-int-or-string": True})
+    bake: Duration = "0s"
+    pause: PauseGate | None = None
+    checks: list[Check] = Field(default_factory=list)
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, v: int | str) -> int | str:
+        if isinstance(v, bool) or (isinstance(v, int) and v < 1):
+            raise ValueError("groups is a positive integer or a percent like '25%'")
+        if isinstance(v, str) and (parse_percent(v) is None or not 0 < (parse_percent(v) or 0) <= 100):
+            raise ValueError(f"groups {v!r} is not a percent in (0%, 100%]")
+        return v
+
+    @field_validator("bake")
+    @classmethod
+    def _bake(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+
+class SecretKeyRef(_Model):
+    name: DnsLabel
+    key: str = Field(min_length=1)
+
+
+class Webhook(_Model):
+    """A Slack-compatible incoming webhook; its URL is read from a Secret in the policy's namespace."""
+
+    secretKeyRef: SecretKeyRef
+
+
+class Notifications(_Model):
+    webhooks: list[Webhook] = Field(default_factory=list)
+
+
+class RolloutPolicySpec(_Model):
+    targetRef: TargetRef
+    stages: list[Stage] = Field(min_length=1)
+    progressDeadline: Duration = "30m"
+    onFailure: Literal["rollback", "hold"] = "rollback"
+    notifications: Notifications | None = None
+
+    @field_validator("progressDeadline")
+    @classmethod
+    def _deadline(cls, v: str) -> str:
+        if parse_duration(v) <= 0:
+            raise ValueError("progressDeadline must be positive")
+        return v
+
+    @field_validator("stages")
+    @classmethod
+    def _last_stage_all(cls, v: list[Stage]) -> list[Stage]:
+        if v and v[-1].groups != "100%":
+            raise ValueError(f"the last stage must be groups: 100% (got {v[-1].groups!r}): a rollout ends "
+                             "with every group on the new template")
+        return v
+
+    @model_validator(mode="after")
+    def _stages_fit_target(self) -> RolloutPolicySpec:
+        kind = self.targetRef.kind
+        if kind == "DisaggregatedSet" and len(self.stages) != 1:
+            # the DS controller rolls every role at once: it has no partition to stage with
+            raise ValueError("a DisaggregatedSet target has exactly one stage (groups: 100%)")
+        if kind == "LeaderWorkerSetPair" and self.stages[0].pause is not None:
+            # the pair coordinator starts both roles' rollouts together with stage 1
+            raise ValueError("a LeaderWorkerSetPair cannot have a manual gate before its first stage")
+        return self
+
+    def stages_text(self) -> str:
+        """The engine's stage list (``"1,25%,100%"``)."""
+        return ",".join(str(s.groups) for s in self.stages)
+
+
+class Condition(_Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: str = ""
+
+
+class RolloutRecord(_Model):
+    """One past rollout: its outcome and timing."""
+
+    id: str
+    templateHash: str = ""
+    outcome: str = ""
+    started: str = ""
+    finished: str = ""
+    message: str = ""
+
+
+class RolloutPolicyStatus(_Model):
+    observedGeneration: int = 0
+    phase: Phase = "Idle"
+    message: str = ""
+    rolloutId: str = ""
+    currentStage: int = 0  # 1-based stage in progress (0: none)
+    stages: int = 0
+    stageText: str = ""  # "2/4" for the printer column
+    observedTemplateHash: str = ""
+    stableRevision: str = ""
+    canaryRevision: str = ""
+    promotedStage: int = 0
+    conditions: list[Condition] = Field(default_factory=list)
+    history: list[RolloutRecord] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+
+
+class RolloutPolicy(_Model):
+    apiVersion: Literal["lwsflow.io/v1alpha1"] = "lwsflow.io/v1alpha1"
+    kind: Literal["RolloutPolicy"] = "RolloutPolicy"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: RolloutPolicySpec
+    status: RolloutPolicyStatus | None = None

@@ -1,0 +1,69 @@
+"""Wait for the in-cluster controller's verdict on a template (the pipeline step's controller mode).
+
+When a RolloutPolicy owns a target, the pipeline must not drive that target's rollout too (two
+drivers would fight over the partition): the step applies the release as a GitOps sync would and
+then only watches the policy until the controller reports the template's outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import Forbidden, NotFound, OperationFailed
+from lwsflow.controller.kube import watch
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import ROLLOUT_POLICY
+
+FINAL_BAD = ("RolledBack", "Failed", "Aborted")
+TARGET_KINDS = {"lws": "LeaderWorkerSet", "ds": "DisaggregatedSet", "pair": "LeaderWorkerSetPair"}
+
+
+def find_policy(kube: Kube, namespace: str, kind: str, name: str) -> Obj | None:
+    """The RolloutPolicy whose targetRef is ``kind``/``name`` (``kind``: lws, ds or pair), if any."""
+    try:
+        items, _ = kube.list(ROLLOUT_POLICY, namespace)
+    except (NotFound, Forbidden):  # no RolloutPolicy CRD (no in-cluster controller), or not ours to see
+        return None
+    for p in items:
+        ref = (p.get("spec") or {}).get("targetRef") or {}
+        if ref.get("kind") == TARGET_KINDS.get(kind) and ref.get("name") == name:
+            return p
+    return None
+
+
+def verdict(status: Obj, template_hash: str) -> str | None:
+    """"Succeeded", a failed phase, or None (no verdict on ``template_hash`` yet)."""
+    if status.get("stableRevision") == template_hash and status.get("phase") in ("Idle", "Succeeded"):
+        return "Succeeded"
+    for h in reversed(status.get("history") or []):
+        if h.get("templateHash") == template_hash:
+            if h.get("outcome") == "Succeeded" and status.get("stableRevision") == template_hash:
+                return "Succeeded"
+            if h.get("outcome") in FINAL_BAD:
+                return str(h["outcome"])
+            break
+    return None
+
+
+def await_verdict(kube: Kube, clock: Clock, namespace: str, policy: str, template_hash: str, *,
+                  timeout_s: float, on_phase: Callable[[str], None] = lambda _p: None) -> Obj:
+    """The policy's status once the controller decided on ``template_hash``; OperationFailed when
+    ``timeout_s`` of cluster time passes first (a manual gate nobody passes, a stopped controller)."""
+    deadline = clock.now() + timeout_s
+    last = ""
+    while True:
+        for obj in watch.follow(kube, ROLLOUT_POLICY, namespace, policy, wall_budget=2.0):
+            status = obj.get("status") or {}
+            phase = str(status.get("phase") or "")
+            if phase != last:
+                on_phase(phase)
+                last = phase
+            if verdict(status, template_hash) is not None:
+                return status
+            if clock.now() > deadline:
+                raise OperationFailed(f"rolloutpolicy {namespace}/{policy}: no verdict on template "
+                                      f"{template_hash} within {timeout_s:g}s (phase {phase or 'none'})")
+        time.sleep(0)  # the follow budget ran out: look again

@@ -1,0 +1,133 @@
+"""`lwsflow controller run`: the in-cluster rollout controller (reconciles RolloutPolicies).
+
+    lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
+        [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
+        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH]
+
+Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts; a replica
+that loses the lease exits (its Deployment restarts it as a standby).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lwsflow.pipelines.cli.app import app
+
+if TYPE_CHECKING:
+    from lwsflow.controller.incluster.driver import SmokeFactory
+    from lwsflow.controller.policy.model import SmokeCheck
+    from lwsflow.controller.rollout.hooks import Hook
+
+controller_app = typer.Typer(help="The in-cluster rollout controller (RolloutPolicy).", no_args_is_help=True)
+app.add_typer(controller_app, name="controller")
+
+
+def _port(addr: str, what: str) -> int:
+    from lwsflow.controller.errors import InvalidInput
+
+    host, _, port = addr.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "") or not port.isdigit() or int(port) > 65535:
+        raise InvalidInput(f"{addr!r}: want 127.0.0.1:PORT (servers bind loopback only)", field=what)
+    return int(port)
+
+
+@controller_app.command("run")
+def run(
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="watch one namespace")] = None,
+    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
+    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="act only while holding the Lease")]
+    = False,
+    lease_namespace: Annotated[str, typer.Option(help="namespace of the Lease")] = "default",
+    lease_name: Annotated[str, typer.Option(help="name of the Lease")] = "lwsflow-controller",
+    lease_duration: Annotated[str, typer.Option(help="lease duration (renew deadline 2/3, retry 1/5)")]
+    = "15s",
+    metrics_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /metrics (port 0: any)")]
+    = "127.0.0.1:8080",
+    health_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /healthz and /readyz")]
+    = "127.0.0.1:8081",
+    kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
+    resync: Annotated[str, typer.Option(help="full reconcile at least this often")] = "2s",
+) -> int:
+    """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.incluster.leader import LeaderElector
+    from lwsflow.controller.incluster.manager import Controller
+    from lwsflow.controller.incluster.metrics import Endpoints, Metrics
+    from lwsflow.controller.incluster.notify import Notifier
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.policy.model import parse_duration
+    from lwsflow.controller.rollout import session
+    from lwsflow.pipelines.cli.rollout import _configure_logging
+
+    if namespace and all_namespaces:
+        raise InvalidInput("--namespace and --all-namespaces exclude each other", field="namespace")
+    try:
+        lease_s, resync_s = parse_duration(lease_duration), parse_duration(resync)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="lease-duration") from None
+    if lease_s < 3:
+        raise InvalidInput("must be at least 3s", field="lease-duration")
+    mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")
+    _configure_logging()
+    kube = Kube.connect(kubeconfig)
+    clock = session.clock_for(kube)
+    metrics = Metrics()
+    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    stop = threading.Event()
+
+    def lost() -> None:  # never keep acting without the lease: exit, the restart is a standby
+        print(f"lwsflow controller {identity}: leader election lost; exiting", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    leader = LeaderElector(kube, lease_namespace, lease_name, identity, lease_duration_s=lease_s,
+                           renew_deadline_s=lease_s * 2 / 3, retry_period_s=lease_s / 5,
+                           on_lost=lost) if leader_elect else None
+    ctl = Controller(kube, clock, namespace=None if all_namespaces else (namespace or "default"),
+                     leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
+                     resync_s=resync_s, stop=stop)
+    mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=lambda: True).start()
+    hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
+                                                         healthy=lambda: True).start()
+    print(f"lwsflow controller {identity}: metrics http://127.0.0.1:{mep.port}/metrics, health "
+          f"http://127.0.0.1:{hep.port}/healthz; watching "
+          f"{'all namespaces' if ctl.namespace is None else ctl.namespace}"
+          f"{'; leader election on lease ' + lease_namespace + '/' + lease_name if leader else ''}",
+          flush=True)
+
+    def on_signal(_sig: int, _frame: object) -> None:
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if leader is not None:
+        threading.Thread(target=leader.run, name="leader", daemon=True).start()
+    ctl.run()
+    if leader is not None:
+        leader.stop(release=True)
+    return 0
+
+
+def _smoke(kubeconfig: str | None) -> SmokeFactory:
+    """The smoke-check factory (components' smoke test; controller/ must not import components)."""
+    def factory(check: SmokeCheck) -> Hook:
+        from lwsflow.components.smoke.model import SmokeConfig
+        from lwsflow.components.smoke.runner import run_smoke
+        from lwsflow.controller.rollout.hooks import HookContext, HookResult
+
+        def smoke(ctx: HookContext) -> HookResult:
+            kind = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds"}.get(ctx.kind, "lws")
+            rep = run_smoke(SmokeConfig(targets=[f"{kind}/{ctx.name}"], namespace=ctx.namespace,
+                                        kubeconfig=kubeconfig, revision_only=True))
+            failed = ", ".join(f"{c.name}@{c.target}" for c in rep.failed())
+            return HookResult(rep.passed, "smoke passed" if rep.passed else f"smoke failed: {failed}")
+        smoke.__name__ = "smoke"
+        return smoke
+    return factory

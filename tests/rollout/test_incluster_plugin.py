@@ -1,0 +1,81 @@
+"""``kubectl lwsflow`` against a running in-cluster controller: get, status, pause, resume, abort, retry."""
+
+from __future__ import annotations
+
+import pytest
+from incluster_env import policy, running, sync, wait_policy
+from rollout_env import NS, Env, lws_manifest
+
+from lwsflow.controller.incluster.manager import Controller
+from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from lwsflow.controller.rollout import gate, state
+from lwsflow.pipelines import kubectl_plugin
+
+
+def k(env: Env, *args: str) -> int:
+    return kubectl_plugin.main([*args, "-n", NS, "--kubeconfig", str(env.kubeconfig)])
+
+
+def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    env.create_ready(lws_manifest("m", replicas=4, partition=4))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": 1, "bake": "5m"}, {"groups": "50%"},
+                                                         {"groups": "100%", "pause": {}}]))
+    ctl = Controller(env.kube, env.clock(), namespace=NS, resync_s=0.5)
+    with running(ctl):
+        wait_policy(env, "p", lambda s: bool(s.get("stableRevision")))
+        assert k(env, "retry", "p") == 2  # nothing failed yet: bad input
+        sync(env, "m", "vllm:2")
+        wait_policy(env, "p", lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
+        assert k(env, "pause", "p") == 0
+        wait_policy(env, "p", lambda s: s.get("phase") == "Paused")
+        part = gate.partition(env.kube.get(LWS, NS, "m"))
+        clock = env.clock()
+        t0 = clock.now()
+        while clock.now() < t0 + 600:  # paused through what would have been the bake: no stage starts
+            assert gate.partition(env.kube.get(LWS, NS, "m")) == part
+        assert k(env, "resume", "p") == 0
+        wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion")
+        capsys.readouterr()
+        assert k(env, "status", "p") == 0
+        out = capsys.readouterr().out
+        assert "WaitingForPromotion" in out and "manual gate" in out and "stage 3" in out
+        assert "gate on m: holds" in out
+        assert k(env, "get") == 0
+        row = capsys.readouterr().out.splitlines()[1].split()
+        assert row[:5] == [NS, "p", "LeaderWorkerSet/m", "WaitingForPromotion", "3/3"]
+        assert k(env, "abort", "p") == 0
+        p = wait_policy(env, "p", lambda s: s.get("phase") == "RolledBack", timeout=90)
+        assert p["status"]["observedTemplateHash"] == p["status"]["stableRevision"]
+        failed = p["status"]["rolloutId"]
+        # the bad template comes back with the next sync (Argo CD self-heal): not retried on its own
+        sync(env, "m", "vllm:2")
+        clock.sleep(120)
+        assert state.RolloutState.from_object(env.kube.get(LWS, NS, "m")).id == failed
+        assert k(env, "retry", "p") == 0
+        wait_policy(env, "p", lambda s: s.get("phase") == "Progressing" and s.get("rolloutId") != failed)
+        capsys.readouterr()
+        assert k(env, "status", "p", "--watch") == 0  # live until it waits for a human (stage 1 bakes 5m)
+        live = capsys.readouterr().out
+        assert "Progressing" in live and live.rstrip().splitlines()[-1].startswith("  gate on m")
+        assert "WaitingForPromotion" in live
+        p = wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion" and
+                        s.get("rolloutId") != failed, timeout=90)
+        assert k(env, "promote", "p") == 0
+        p = wait_policy(env, "p", lambda s: s.get("phase") == "Succeeded", timeout=90)
+    assert [h["outcome"] for h in p["status"]["history"]] == ["RolledBack", "Succeeded"]
+    assert k(env, "promote", "nope") == 2
+
+
+def test_kubectl_finds_the_plugin(env: Env) -> None:
+    """`kubectl lwsflow ...` runs the installed kubectl-lwsflow script (kubectl's plugin lookup on PATH)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    venv_bin = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+    env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": "100%"}]))
+    out = subprocess.run([str(venv_bin / "kubectl"), "lwsflow", "get", "-n", NS, "--kubeconfig",
+                          str(env.kubeconfig)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split()[:4] == [NS, "p", "LeaderWorkerSet/m", "Idle"]

@@ -1,0 +1,113 @@
+"""The RolloutPolicy CRD: generated from the pydantic models, shipped, and served by the embedded cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from rollout_env import NS, Env
+
+from lwsflow.controller.api.crd import crd_info
+from lwsflow.controller.kube.resources import ROLLOUT_POLICY
+from lwsflow.controller.policy import crd
+from lwsflow.controller.policy.model import RolloutPolicySpec, parse_duration
+
+KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
+
+
+def policy(name: str = "p", **spec: object) -> dict:
+    body = {"targetRef": {"kind": "LeaderWorkerSet", "name": "m"},
+            "stages": [{"groups": 1, "bake": "1m"}, {"groups": "100%", "pause": {}}], **spec}
+    return {"apiVersion": "lwsflow.io/v1alpha1", "kind": "RolloutPolicy",
+            "metadata": {"name": name, "namespace": NS}, "spec": body}
+
+
+def test_shipped_crd_equals_a_fresh_generation() -> None:
+    """overlays/controller/crd.yaml and the packaged copy are generated from controller/policy/model.py
+    (`python -m lwsflow.controller.policy.crd` rewrites them)."""
+    for path, data in crd.rendered().items():
+        assert path.read_bytes() == data, f"{path} is stale: run python -m lwsflow.controller.policy.crd"
+
+
+def test_schema_is_structural() -> None:
+    """Every node has a type (or is int-or-string), no $ref, no nullable anyOf: what a structural
+    schema needs (apiextensions "Specifying a structural schema")."""
+    def walk(node: dict, path: str) -> None:
+        assert "$ref" not in node and "title" not in node, path
+        if node.get("x-kubernetes-int-or-string"):
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+            return
+        assert "anyOf" not in node and "type" in node, path
+        for k, v in (node.get("properties") or {}).items():
+            walk(v, f"{path}.{k}")
+        if "items" in node:
+            walk(node["items"], f"{path}[]")
+    walk(crd.openapi_schema(), "")
+    info = crd_info("rolloutpolicies")
+    names = [c["name"] for c in info.printer_columns]
+    assert names == ["Target", "Phase", "Stage", "Stable", "Canary", "Age"]
+    assert info.subresources == {"status": {}}
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"stages": [{"groups": 0}, {"groups": "100%"}]}, "groups"),
+    ({"stages": [{"groups": "150%"}]}, "groups"),
+    ({"stages": [{"groups": 1}]}, "last stage"),
+    ({"stages": [{"groups": "100%", "bake": "5 minutes"}]}, "bake"),
+    ({"progressDeadline": "0s"}, "progressDeadline"),
+    ({"onFailure": "ignore"}, "onFailure"),
+    ({"stages": [{"groups": "100%", "checks": [{"http": {"url": "http://x"},
+                                                "command": {"command": ["t"]}}]}]}, "exactly one"),
+    ({"targetRef": {"kind": "DisaggregatedSet", "name": "d"}}, "exactly one stage"),
+    ({"targetRef": {"kind": "LeaderWorkerSetPair", "name": "d"},
+      "stages": [{"groups": 1, "pause": {}}, {"groups": "100%"}]}, "first stage"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        RolloutPolicySpec.model_validate(policy(**spec)["spec"])
+    assert field in str(exc.value)
+
+
+def test_durations() -> None:
+    assert parse_duration("1h30m") == 5400 and parse_duration("90s") == 90
+    for bad in ("", "5", "1d", "m"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_embedded_cluster_serves_rolloutpolicies(env: Env) -> None:
+    """create/get/list, the status subresource (main writes ignore status), and kubectl's columns."""
+    created = env.kube.create(ROLLOUT_POLICY, NS, {**policy(), "status": {"phase": "Succeeded"}})
+    assert "status" not in created or created["status"].get("phase") != "Succeeded"
+    env.kube.merge_patch(ROLLOUT_POLICY, NS, "p", {"status": {"phase": "Progressing", "stageText": "1/2",
+                                                             "stableRevision": "aaaa"}},
+                         subresource="status")
+    got = env.kube.get(ROLLOUT_POLICY, NS, "p")
+    assert got["status"]["phase"] == "Progressing"
+    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(env.kubeconfig), "get", "rp", "-n", NS],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[0].split() == ["NAME", "TARGET", "PHASE", "STAGE", "STABLE", "CANARY", "AGE"]
+    assert out[1].split()[:5] == ["p", "m", "Progressing", "1/2", "aaaa"]
+    doc = json.loads(subprocess.run([str(KUBECTL), "--kubeconfig", str(env.kubeconfig), "get",
+                                     "rolloutpolicies.lwsflow.io", "-n", NS, "-o", "json"],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert doc["items"][0]["spec"]["targetRef"]["name"] == "m"
+
+
+def test_embedded_cluster_validates_against_the_schema(env: Env) -> None:
+    """Like kube-apiserver with a structural schema: a policy that violates it is refused with 422
+    naming the field, on create and on a status write."""
+    from lwsflow.controller.errors import ApiError
+
+    with pytest.raises(ApiError) as exc:
+        env.kube.create(ROLLOUT_POLICY, NS, policy("bad", onFailure="ignore"))
+    assert exc.value.status == 422 and "spec.onFailure" in str(exc.value)
+    env.kube.create(ROLLOUT_POLICY, NS, policy("ok"))
+    with pytest.raises(ApiError) as exc:
+        env.kube.merge_patch(ROLLOUT_POLICY, NS, "ok", {"status": {"phase": "Sleeping"}},
+                             subresource="status")
+    assert exc.value.status == 422 and "status.phase" in str(exc.value)
