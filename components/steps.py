@@ -378,8 +378,9 @@ def _stages_passed(report: dict[str, Any]) -> int:
 
 def _makespan(report: dict[str, Any]) -> float:
     started, ended = report.get("started"), report.get("ended")
-    ok = isinstance(started, float | int) and isinstance(ended, float | int)
-    return float(ended - started) if ok else 0.0
+    if isinstance(started, float | int) and isinstance(ended, float | int):
+        return float(ended - started)
+    return 0.0
 
 
 def smoke_hook(target: str, kubeconfig: str) -> Any:
