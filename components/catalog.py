@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import load_yaml_documents
@@ -149,10 +150,14 @@ class Architecture(_Strict):
 Stage = int | str
 
 
+def _default_stages() -> list[Stage]:
+    return [1, "50%", "100%"]
+
+
 class RolloutSettings(_Strict):
     """Staged-rollout plan: groups updated after each stage (count or percent of replicas)."""
 
-    stages: list[Stage] = Field(default_factory=lambda: [1, "50%", "100%"], min_length=1, max_length=100)
+    stages: list[Stage] = Field(default_factory=_default_stages, min_length=1, max_length=100)
     maxUnavailable: int | str = 1
     maxSurge: int | str = 0
     bake: str = Field(default="0s", description="wait after each stage's gate passes, e.g. 5m")
@@ -512,12 +517,12 @@ _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}\Z")
 _PATH_PREFIX = re.compile(r"^([A-Za-z][\w.\-]*(\[[^\]]+\])?[\w.\-\[\]]*): (.+)\Z", re.DOTALL)
 
 
-def _loc(err: dict[str, Any], data: Any = None) -> str:
+def _loc(err: ErrorDetails, data: Any = None) -> str:
     """The error's field path; items of the named lists are spelled by name (``models[llama-8b]``)."""
     out = ""
     parent: Any = None
     node: Any = data
-    for part in err.get("loc", ()):
+    for part in err["loc"]:
         if isinstance(part, int):
             item = node[part] if isinstance(node, list) and part < len(node) else None
             name = item.get("name") if isinstance(item, dict) else None

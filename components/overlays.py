@@ -132,9 +132,11 @@ def diff_ops(old: Any, new: Any, path: tuple[str | int, ...] = ()) -> list[dict[
 
 def _get(obj: Any, parts: tuple[str | int, ...]) -> tuple[bool, Any]:
     for p in parts:
-        if (isinstance(obj, dict) and p in obj) or (
-            isinstance(obj, list) and isinstance(p, int) and p < len(obj)
-        ):
+        if isinstance(obj, dict):
+            if p not in obj:
+                return False, None
+            obj = obj[p]
+        elif isinstance(obj, list) and isinstance(p, int) and p < len(obj):
             obj = obj[p]
         else:
             return False, None
@@ -431,7 +433,9 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
     can be exercised with any renderer of the same contract.
     """
     if render is None:
-        from lwsflow.components.manifests import render_model as render
+        from lwsflow.components.manifests import render_model
+
+        render = render_model
     envs = [e.name for e in catalog.environments]
     clash = RESERVED_DIRS.intersection(envs)
     if clash:

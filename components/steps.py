@@ -22,12 +22,15 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lwsflow.components import gitwork, images
 from lwsflow.components.atomic import write_file_atomic
 from lwsflow.controller.errors import InvalidInput, OperationFailed
 from lwsflow.controller.yamlio import parse_yaml_documents
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 OVERLAYS = "overlays"
 RELEASE_BRANCH_PREFIX = "lwsflow/release-"
@@ -52,11 +55,11 @@ def _in_repo(work: Path, path: str) -> Path:
     return p if p.is_absolute() else work / p
 
 
-def write_outputs(out: object, directory: str = "/tmp/outputs") -> None:
+def write_outputs(out: DataclassInstance, directory: str = "/tmp/outputs") -> None:
     """One file per output field, where an Argo template's ``valueFrom.path`` reads it."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    for k, v in asdict(out).items():  # type: ignore[call-overload]
+    for k, v in asdict(out).items():
         (d / k).write_text(json.dumps(v) if isinstance(v, (bool, list, dict)) else str(v))
 
 
@@ -398,8 +401,9 @@ def _stages_passed(report: dict[str, Any]) -> int:
 
 def _makespan(report: dict[str, Any]) -> float:
     started, ended = report.get("started"), report.get("ended")
-    ok = isinstance(started, float | int) and isinstance(ended, float | int)
-    return float(ended - started) if ok else 0.0
+    if isinstance(started, float | int) and isinstance(ended, float | int):
+        return float(ended - started)
+    return 0.0
 
 
 def smoke_hook(target: str, kubeconfig: str) -> Any:

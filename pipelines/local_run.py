@@ -9,6 +9,7 @@ Kubernetes API (the embedded cluster, reached through a kubeconfig).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -206,6 +207,11 @@ def _stop_all(*stops: Callable[[], object]) -> None:
             continue
 
 
+def _fill_placeholder(key: str, secret: dict[str, Any]) -> None:
+    """Give ``secret`` a placeholder value under ``key`` unless it has one."""
+    secret["data"].setdefault(key, _PLACEHOLDER)
+
+
 def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
                 loaded: Catalog | None = None) -> LocalStack:
     """Start the embedded cluster (GPU pools, stand-in engines, HTTPS API on 127.0.0.1), a registry
@@ -231,7 +237,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
         if cluster.store.try_get("secrets", ns, name) is None:
             cluster.store.create("secrets", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                                              "metadata": {"name": name, "namespace": ns}, "data": {}})
-        cluster.store.mutate("secrets", ns, name, lambda s, k=key: s["data"].setdefault(k, _PLACEHOLDER))
+        cluster.store.mutate("secrets", ns, name, functools.partial(_fill_placeholder, key))
     registry = LocalRegistry()
     timeline = _record_timeline(cluster)
     try:

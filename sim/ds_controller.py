@@ -147,13 +147,14 @@ class DsController:
         )
         vectors = []
         for rname in names:
-            role = next((r for r in roles if r["name"] == rname), None)
+            role_spec = next((r for r in roles if r["name"] == rname), None)
             role_old = [o for o in old if label(o, L.DS_ROLE) == rname]
             target = desired.get(rname, 0)
             cur_new = _replicas(new[rname]) if rname in new else 0
             if rname in external:
                 target = max(target, cur_new)  # External roles never shrink the new revision mid-rollout
-            ru = ((role or {}).get("spec", {}).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
+            strategy = (role_spec or {}).get("spec", {}).get("rolloutStrategy") or {}
+            ru = strategy.get("rollingUpdateConfiguration")
             surge, unavail = ds_planner.role_limits(ru, target)
             vectors.append(
                 ds_planner.RoleVector(
@@ -364,12 +365,12 @@ class DsController:
             ("Available", available, "AllRolesReady", "All roles are ready"),
             ("Progressing", not available, "RolloutInProgress", "Rollout is in progress"),
         ):
-            status = "True" if on else "False"
+            cstatus = "True" if on else "False"
             c = conds.get(ctype)
-            if c is None or c.get("status") != status:
+            if c is None or c.get("status") != cstatus:
                 conds[ctype] = {
                     "type": ctype,
-                    "status": status,
+                    "status": cstatus,
                     "reason": reason,
                     "message": msg,
                     "lastTransitionTime": now,

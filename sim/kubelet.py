@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.serving import resolve_port
+from lwsflow.controller.errors import NotFound
 from lwsflow.sim import podconfig
 from lwsflow.sim.clock import _Timer
 from lwsflow.sim.podutil import annotation, is_terminating, label
@@ -452,6 +453,8 @@ class Kubelet:
 
     def _write_status(self, key: Key, status: dict) -> dict:
         pod = self.c.store.get_raw("pods", *key)
+        if pod is None:  # deleted under us: what replace() would answer for a missing object
+            raise NotFound(f'pods "{key[1]}" not found', details={"name": key[1], "kind": "pods"})
         return self.c.store.replace(
             "pods", {**pod, "status": status}, subresource="status", check_version=False
         )

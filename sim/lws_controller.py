@@ -336,7 +336,7 @@ class LwsController:
             L.SIZE_ANNOTATION: str(size),
             L.LEADER_NAME_ANNOTATION: leader_name,
         }
-        if topo:
+        if topo and node_name:  # node_name is set whenever topo is (returned above otherwise)
             ann[L.EXCLUSIVE_TOPOLOGY] = topo
             node = store.get_raw("nodes", "", node_name)
             value = ((node or {}).get("metadata", {}).get("labels") or {}).get(topo)

@@ -9,6 +9,7 @@ namespace (docs/embedded-cluster.md, "Where it differs from a real cluster").
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from lwsflow.controller.errors import AlreadyExists, NotFound
 from lwsflow.sim import kinds
@@ -23,7 +24,8 @@ def namespace_defaults(obj: dict) -> dict:
     finalizer in spec and phase Active."""
     meta = obj.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), _NAME_LABEL: meta.get("name", "")}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw_spec = obj.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     obj["spec"] = {**spec, "finalizers": spec.get("finalizers") or ["kubernetes"]}
     obj["status"] = {"phase": "Active"}
     return obj

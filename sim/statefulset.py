@@ -11,7 +11,7 @@ default from Kubernetes 1.35). The LWS pod webhook runs on pods it creates, as t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve
@@ -111,7 +111,7 @@ class StatefulSetController:
             spec.setdefault("subdomain", sts["spec"]["serviceName"])
         if claims.templates(sts):
             claims.add_volumes(spec, sts, pname)
-        pod = {
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {

@@ -116,7 +116,8 @@ class SmokeClient:
 
     def stream(self, url: str, body: dict) -> StreamResult:
         """POST and read SSE until ``data: [DONE]``; the whole read is bounded by the request timeout."""
-        timeout = self._timeout()
+        budget = self.deadline.cap(self.cfg.request_timeout_s)
+        timeout = httpx.Timeout(budget)
         t0 = time.monotonic()
         out = StreamResult()
         try:
@@ -130,7 +131,7 @@ class SmokeClient:
                     raise CheckError(f"POST {url}: content-type {ctype!r}", expected="text/event-stream",
                                      got=ctype)
                 for payload in _sse_data(resp.iter_lines()):
-                    if time.monotonic() - t0 > timeout.read:  # a trickling stream is still bounded
+                    if time.monotonic() - t0 > budget:  # a trickling stream is still bounded
                         raise CheckError("stream did not finish within the request timeout", got="timeout")
                     if payload == "[DONE]":
                         out.done = True

@@ -112,9 +112,9 @@ def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[End
                    and targets.label_of(p, labels.GROUP_INDEX) in g.group_indexes]
         no_ip = []
         for pod in sorted(leaders, key=lambda p: p["metadata"]["name"]):
-            if problem := targets.service_problem(pod, g.services):
+            if svc_problem := targets.service_problem(pod, g.services):
                 checks.append(CheckResult(name="service", target=f"{g.target} pod {pod['metadata']['name']}",
-                                          passed=False, detail=problem))
+                                          passed=False, detail=svc_problem))
                 continue
             url = targets.leader_url(pod, g.lws, g.services)
             if url is None:

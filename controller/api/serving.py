@@ -13,12 +13,13 @@ from __future__ import annotations
 import shlex
 
 from lwsflow.controller.api import labels
+from lwsflow.controller.api.wire import Obj
 
 VLLM_DEFAULT_PORT = 8000
 SGLANG_DEFAULT_PORT = 30000
 
 
-def _words(container: dict) -> list[str]:
+def _words(container: Obj) -> list[str]:
     out: list[str] = []
     for item in [*(container.get("command") or []), *(container.get("args") or [])]:
         text = str(item)
@@ -38,7 +39,7 @@ def _port_flag(words: list[str]) -> int | None:
     return None
 
 
-def serving_port(pod_spec: dict, annotations: dict | None = None) -> int:
+def serving_port(pod_spec: Obj, annotations: dict[str, str] | None = None) -> int:
     """The HTTP port of the engine in ``pod_spec``'s first container (see module doc for the order)."""
     containers = pod_spec.get("containers") or [{}]
     first = containers[0] or {}
@@ -56,7 +57,7 @@ def serving_port(pod_spec: dict, annotations: dict | None = None) -> int:
     return SGLANG_DEFAULT_PORT if any("sglang" in w for w in words) else VLLM_DEFAULT_PORT
 
 
-def resolve_port(pod_spec: dict, port: int | str | None) -> int | None:
+def resolve_port(pod_spec: Obj, port: int | str | None) -> int | None:
     """A probe's or a Service targetPort's port as a number: a name is looked up in the containers'
     ports (as the kubelet and kube-proxy do); None when the name matches no container port."""
     if isinstance(port, int):

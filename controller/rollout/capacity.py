@@ -128,7 +128,7 @@ def refusal_hint(rep: CapacityReport, fitting: str | None, *, auto_budget: bool,
             "nodes, or need fewer GPUs per group")
 
 
-def _pool_of(spec_owner: dict) -> str:
+def _pool_of(spec_owner: Obj) -> str:
     """Where the new pods go: the catalog pool (lwsflow's pool label on the pod template or in its
     nodeSelector), else the nodeSelector itself."""
     tpl = ((spec_owner.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("workerTemplate") or {}
@@ -139,7 +139,7 @@ def _pool_of(spec_owner: dict) -> str:
     return "nodes with " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())) if sel else "any node"
 
 
-def _role_of(lws: dict) -> str:
+def _role_of(lws: Obj) -> str:
     """A P/D pair member's role (``prefill`` or ``decode``); "" for any other LWS."""
     role = ((lws.get("metadata") or {}).get("labels") or {}).get(L.ROLE)
     return role if role in ("prefill", "decode") else ""

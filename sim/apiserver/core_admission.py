@@ -67,7 +67,8 @@ def validate(rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any]
                                      f'Invalid value: "{name}": must be no more than {limit} characters'))
         elif not pattern.fullmatch(name):
             errors.append(FieldError("metadata.name", f'Invalid value: "{name}": {message}'))
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw_spec = obj.get("spec")
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     if rtype is kinds.POD:
         errors += _containers(spec)
         if old is not None and _pod_fixed(spec) != _pod_fixed(old.get("spec") or {}):

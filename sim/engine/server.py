@@ -192,7 +192,10 @@ class EngineHandle:
         self.engine = engine
         self._httpd = httpd
         self.ca_pem = ca_pem  # the self-signed certificate when serving HTTPS (its own CA)
-        self.host, self.port = httpd.server_address[0], httpd.server_address[1]
+        # the bound socket's address (server_address is typed for bytes hosts too; it is the same value)
+        host, port = httpd.socket.getsockname()[:2]
+        self.host: str = host
+        self.port: int = port
         self.url = f"{'https' if ca_pem else 'http'}://{self.host}:{self.port}"
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"engine-{self.port}", daemon=True)
