@@ -17,7 +17,7 @@ from lwsflow.controller.errors import InvalidInput, LwsflowError
 from lwsflow.pipelines.cli.app import app
 
 # Each area owns one module; importing it registers its commands on `app`.
-_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline")
+_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "refcluster")
 
 
 def _register() -> None:
