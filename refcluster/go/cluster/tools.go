@@ -7,4 +7,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "sigs.k8s.io/kwok/cmd/kwok"
+	_ "sigs.k8s.io/lws/cmd"
 )
