@@ -458,5 +458,5 @@ def _webhook_admits(kube: Any) -> bool:
                            body=_PROBE_LWS, query={"dryRun": "All"})
     except (ApiError, NotFound):
         return False
-    # the mutating webhook defaults the rollout strategy: proof it ran
-    return bool((out.get("spec") or {}).get("rolloutStrategy"))
+    # the mutating webhook (not the CRD schema) defaults the subdomain policy: proof it ran
+    return bool(((out.get("spec") or {}).get("networkConfig") or {}).get("subdomainPolicy"))
