@@ -42,11 +42,14 @@ def _uids(t: Target, ns: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in t.items("pods", ns)}
 
 
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 def _all_ready(t: Target, ns: str, want: int) -> bool:
     pods = t.items("pods", ns)
-    return len(pods) == want and all(
-        any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
-        for p in pods)
+    return len(pods) == want and all(_ready(p) for p in pods)
 
 
 def test_scale_up_then_down(reference: Target, embedded: Target) -> None:
@@ -86,7 +89,8 @@ def test_startup_policy_leader_ready(reference: Target, embedded: Target) -> Non
         pods = {p["metadata"]["name"]: p for p in t.items("pods", ns)}
         for group in (0, 1):
             leader = pods[f"grp-{group}"]
-            ready_at = next(c["lastTransitionTime"] for c in leader["status"]["conditions"] if c["type"] == "Ready")
+            ready_at = next(c["lastTransitionTime"] for c in leader["status"]["conditions"]
+                            if c["type"] == "Ready")
             for i in (1, 2):
                 created = pods[f"grp-{group}-{i}"]["metadata"]["creationTimestamp"]
-                assert created >= ready_at, json.dumps({t.name: [leader["metadata"]["name"], ready_at, created]})
+                assert created >= ready_at, json.dumps({t.name: [f"grp-{group}", ready_at, created]})
