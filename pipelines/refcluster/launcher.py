@@ -135,7 +135,7 @@ def _ours(pid: int, bin_dir: Path) -> bool:
         exe = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return False
-    return exe.startswith(str(bin_dir) + os.sep)
+    return exe.startswith(str(bin_dir.resolve()) + os.sep)
 
 
 def _stop(pids: dict[str, int], bin_dir: Path, grace_s: float = 5.0) -> list[str]:
