@@ -74,19 +74,24 @@ containerStatuses:
     running:
       startedAt: {{{{ $now | Quote }}}}
 {{{{ end }}}}
-{{{{ with NodeIPsWith .spec.nodeName }}}}
-hostIP: {{{{ index . 0 | Quote }}}}
-{{{{ end }}}}
-{{{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
-( or .metadata.name "" ) ( or .metadata.namespace "" ) }}}}
-podIP: {{{{ index . 0 | Quote }}}}
-podIPs:
-{{{{ range . }}}}
-- ip: {{{{ . | Quote }}}}
-{{{{ end }}}}
-{{{{ end }}}}
 phase: Running
-startTime: {{{{ $now | Quote }}}}
+"""
+
+# Only the first stage assigns addresses: PodIPsWith hands out a fresh IP on every call, and a second
+# podIPs entry of the same family is refused by the API server.
+_POD_ADDRESSES = """\
+{{ with NodeIPsWith .spec.nodeName }}
+hostIP: {{ index . 0 | Quote }}
+{{ end }}
+{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
+( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+startTime: {{ Now | Quote }}
 """
 
 
@@ -133,7 +138,7 @@ def stages(ready_delay_s: float, never_ready: list[str]) -> list[dict[str, Any]]
     return [
         _stage("lwsflow-node-initialize", "Node", [not_ready], {"statusTemplate": _NODE_STATUS}),
         _stage("lwsflow-pod-running", "Pod", [_NOT_DELETING, _PENDING],
-               {"statusTemplate": _POD_STATUS.format(ready="false", ready_cond="False")}),
+               {"statusTemplate": _POD_STATUS.format(ready="false", ready_cond="False") + _POD_ADDRESSES}),
         _stage("lwsflow-pod-ready", "Pod", ready_selector,
                {"statusTemplate": _POD_STATUS.format(ready="true", ready_cond="True")},
                delay_ms=int(ready_delay_s * 1000)),
