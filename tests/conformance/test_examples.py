@@ -1,5 +1,6 @@
 """Check 1: every upstream example applied with ``kubectl apply --server-side`` on both clusters gives
-the same StatefulSets, pods, Services and PVCs: names, labels, annotations, env vars and subdomains
+the same StatefulSets, pods, Services, PVCs and HPAs: names, labels, annotations, env vars and
+subdomains
 (lws-semantics §a, §b; the reference is the upstream LWS controller).
 
 Each example goes into a namespace of the same name on both clusters (examples that pin
@@ -68,6 +69,10 @@ def snapshot(target: Target, ns: str) -> dict[str, Any]:
         out[f"{base}/selector"] = _labels(spec.get("selector"))
         out[f"{base}/headless"] = spec.get("clusterIP") == "None"
         out[f"{base}/publishNotReadyAddresses"] = bool(spec.get("publishNotReadyAddresses"))
+    for hpa in target.items("horizontalpodautoscalers", ns):
+        md, spec = hpa["metadata"], hpa["spec"]
+        out[f"HorizontalPodAutoscaler/{md['name']}/labels"] = _labels(md.get("labels"))
+        out[f"HorizontalPodAutoscaler/{md['name']}/scaleTargetRef"] = spec.get("scaleTargetRef")
     for pvc in target.items("persistentvolumeclaims", ns):
         md = pvc["metadata"]
         out[f"PersistentVolumeClaim/{md['name']}/labels"] = _labels(md.get("labels"))
