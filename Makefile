@@ -1,6 +1,8 @@
 # The two commands of the README: `make demo` (set up, then the full pipeline on the embedded
 # cluster) and `make test` (set up, then lint, type check, drift checks and the whole test suite).
-.PHONY: setup demo test lint bench
+# `make conformance` builds the reference cluster from Go modules when missing (minutes, once per
+# machine: the binaries are cached outside the repository), then compares it with the embedded one.
+.PHONY: setup demo test lint bench conformance refcluster
 
 setup:
 	@bash scripts/setup
@@ -19,3 +21,9 @@ test: setup
 
 bench: setup
 	.venv/bin/python bench/run_all.py
+
+refcluster:
+	@bash scripts/build-refcluster
+
+conformance: setup refcluster
+	LWSFLOW_CONFORMANCE=1 .venv/bin/python -m pytest tests/conformance -q -p no:cacheprovider

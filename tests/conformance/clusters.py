@@ -1,0 +1,71 @@
+"""The two clusters a conformance check compares: the reference cluster (real control plane + upstream
+LWS controller, docs/reference-cluster.md) and the embedded cluster served over HTTPS, both driven by
+the same kubectl."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lwsflow.components.kustomize import kubectl_path
+
+ALLOWLIST = Path(__file__).with_name("allowlist.yaml")
+
+
+@dataclass
+class Target:
+    """One cluster as kubectl sees it."""
+
+    name: str
+    kubeconfig: Path
+    cache: Path
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        cmd = [str(kubectl_path()), "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache),
+               *args]
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"[{self.name}] kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def items(self, resource: str, namespace: str) -> list[dict[str, Any]]:
+        """The objects of ``resource``; none where the server does not serve the resource at all
+        (the difference then shows in the comparison instead of stopping it)."""
+        out = self.kubectl("get", resource, "-n", namespace, "-o", "json", check=False)
+        if out.returncode != 0 and "doesn't have a resource type" in out.stderr:
+            return []
+        if out.returncode != 0:
+            raise AssertionError(f"[{self.name}] kubectl get {resource} failed: {out.stderr.strip()}")
+        return list(json.loads(out.stdout).get("items") or [])
+
+    def namespace(self, prefix: str) -> str:
+        name = f"{prefix}-{secrets.token_hex(3)}"
+        self.kubectl("create", "namespace", name)
+        return name
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 120, every: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+
+
+def allowlist() -> dict[str, str]:
+    """``check id -> reason`` of every difference the conformance tier accepts."""
+    entries = yaml.safe_load(ALLOWLIST.read_text()) or []
+    out = {}
+    for e in entries:
+        assert e.get("reason"), f"allow-list entry {e.get('id')} has no reason"
+        out[str(e["id"])] = str(e["reason"])
+    return out

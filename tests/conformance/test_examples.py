@@ -1,0 +1,119 @@
+"""Check 1: every upstream example applied with ``kubectl apply --server-side`` on both clusters gives
+the same StatefulSets, pods, Services, PVCs and HPAs: names, labels, annotations, env vars and
+subdomains
+(lws-semantics §a, §b; the reference is the upstream LWS controller).
+
+Each example goes into a namespace of the same name on both clusters (examples that pin
+``namespace: default`` are moved there). What legitimately differs is normalised away: uids,
+timestamps, IPs, node names and the hash values of revision labels. Remaining differences must be
+on allowlist.yaml (``examples/<file>/<kind>/<name>/<field>`` patterns, each with a reason).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusters import Target, allowlist
+
+from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.yamlio import dump_yaml_documents, load_yaml_documents
+
+EXAMPLES = sorted((lws_reference_dir() / "examples").glob("*.yaml"))
+# Values that differ by construction: content hashes of templates and revisions, set by each
+# implementation's own hashing (names of revisions are compared through the label keys).
+HASHED = {"leaderworkerset.sigs.k8s.io/template-revision-hash", "controller-revision-hash",
+          "pod-template-hash", "disaggregatedset.x-k8s.io/revision"}
+STABLE_S = 4.0  # nothing changed for this long: the controllers are done
+
+
+def _labels(d: dict[str, Any] | None) -> dict[str, str]:
+    return {k: ("<hash>" if k in HASHED else v) for k, v in (d or {}).items()}
+
+
+def _env(spec: dict[str, Any]) -> dict[str, Any]:
+    return {c["name"]: {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env") or []}
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]}
+
+
+def _pod_fields(md: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    return {"labels": _labels(md.get("labels")), "annotations": _labels(md.get("annotations")),
+            "env": _env(spec), "subdomain": spec.get("subdomain"), "hostname": spec.get("hostname")}
+
+
+def snapshot(target: Target, ns: str) -> dict[str, Any]:
+    """``kind/name/field -> value`` for what check 1 compares."""
+    out: dict[str, Any] = {}
+    for sts in target.items("statefulsets", ns):
+        md, spec = sts["metadata"], sts["spec"]
+        base = f"StatefulSet/{md['name']}"
+        out[f"{base}/labels"] = _labels(md.get("labels"))
+        out[f"{base}/annotations"] = _labels(md.get("annotations"))
+        out[f"{base}/replicas"] = spec.get("replicas")
+        out[f"{base}/serviceName"] = spec.get("serviceName")
+        out[f"{base}/selector"] = _labels((spec.get("selector") or {}).get("matchLabels"))
+        for k, v in _pod_fields(spec["template"].get("metadata") or {}, spec["template"]["spec"]).items():
+            out[f"{base}/template/{k}"] = v
+        out[f"{base}/volumeClaimTemplates"] = sorted(
+            (t.get("metadata") or {}).get("name", "") for t in spec.get("volumeClaimTemplates") or [])
+    for pod in target.items("pods", ns):
+        for k, v in _pod_fields(pod["metadata"], pod["spec"]).items():
+            out[f"Pod/{pod['metadata']['name']}/{k}"] = v
+    for svc in target.items("services", ns):
+        md, spec = svc["metadata"], svc["spec"]
+        base = f"Service/{md['name']}"
+        out[f"{base}/labels"] = _labels(md.get("labels"))
+        out[f"{base}/selector"] = _labels(spec.get("selector"))
+        out[f"{base}/headless"] = spec.get("clusterIP") == "None"
+        out[f"{base}/publishNotReadyAddresses"] = bool(spec.get("publishNotReadyAddresses"))
+    for hpa in target.items("horizontalpodautoscalers", ns):
+        md, spec = hpa["metadata"], hpa["spec"]
+        out[f"HorizontalPodAutoscaler/{md['name']}/labels"] = _labels(md.get("labels"))
+        out[f"HorizontalPodAutoscaler/{md['name']}/scaleTargetRef"] = spec.get("scaleTargetRef")
+    for pvc in target.items("persistentvolumeclaims", ns):
+        md = pvc["metadata"]
+        out[f"PersistentVolumeClaim/{md['name']}/labels"] = _labels(md.get("labels"))
+    return out
+
+
+def settled(target: Target, ns: str, timeout: float = 90) -> dict[str, Any]:
+    """The snapshot once it has not changed for STABLE_S seconds."""
+    last, since = snapshot(target, ns), time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() - since < STABLE_S:
+        assert time.monotonic() < deadline, f"[{target.name}] {ns} did not settle"
+        time.sleep(0.5)
+        now = snapshot(target, ns)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def diff(ref: dict[str, Any], emb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {k: (ref.get(k), emb.get(k)) for k in sorted(set(ref) | set(emb)) if ref.get(k) != emb.get(k)}
+
+
+def _manifest(path: Path) -> str:
+    docs = load_yaml_documents(path)
+    for d in docs:
+        (d.get("metadata") or {}).pop("namespace", None)
+    return dump_yaml_documents(docs)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_gives_the_same_objects(reference: Target, embedded: Target, path: Path) -> None:
+    ns = f"ex{EXAMPLES.index(path):02d}"
+    manifest = _manifest(path)
+    for target in (reference, embedded):
+        target.kubectl("create", "namespace", ns)
+        target.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=manifest)
+    ref, emb = settled(reference, ns), settled(embedded, ns)
+    assert ref, "the reference cluster made nothing"
+    allowed = allowlist()
+    keyed = {f"examples/{path.name}/{k}": v for k, v in diff(ref, emb).items()}
+    unexplained = {k: v for k, v in keyed.items() if not any(fnmatch.fnmatchcase(k, p) for p in allowed)}
+    assert not unexplained, "\n".join(f"{k}: reference={r!r} embedded={e!r}" for k, (r, e) in
+                                      unexplained.items())
