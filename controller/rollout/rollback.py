@@ -107,6 +107,7 @@ class Rollback:
         t.write(deep_merge({"metadata": {"annotations": ann.annotations(("updated", "phase"))}}, frozen))
         if frozen:
             t.report.partitions_written.append(gate.replicas(t.obj))
+            t.settle(t.clock.now() + self.opts.deadline_s)
         if t.report.rollbacks:
             t.report.rollbacks[-1]["ended"] = t.clock.now()
         t.events.emit(obj, "RolledBack", f"rollout {st.id}: previous template restored on every group "
