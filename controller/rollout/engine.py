@@ -334,6 +334,7 @@ class Rollout:
                          f"{rec.gate_detail}")
         if last and frozen:
             self.report.partitions_written.append(gate.replicas(self.obj))
+            self.t.settle(self.clock.now() + self.opts.deadline_s)
         if nxt is not None:
             self.report.partitions_written.append(nxt)
             nrec = self._record(st, k + 1)
@@ -477,6 +478,7 @@ class Rollout:
         if patch and gate.partition(self.obj) < gate.replicas(self.obj):
             self.t.write(patch)
             self.report.partitions_written.append(gate.replicas(self.obj))
+            self.t.settle(self.clock.now() + self.opts.deadline_s)
 
     def _finish(self, out: Outcome) -> Outcome:
         return finish(out, self.clock, self.kube, self.events)

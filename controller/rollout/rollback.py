@@ -75,8 +75,12 @@ class Rollback:
     def wait(self, st: state.RolloutState) -> Outcome | None:
         """Follow the object until the rollback converged (an Outcome) or the planner must look again."""
         t = self.t
-        start = state.epoch(st.stage_started) or t.clock.now()
-        until = start + max(st.deadline_s, 1.0) * max(1, len(st.targets))
+        now = t.clock.now()
+        start = state.epoch(st.stage_started) or now
+        # the budget (deadline x stages) runs from the rollback's start; a controller restarted after
+        # it was spent while nobody acted (a group stuck on the bad revision waits for our unstick)
+        # still gets one deadline of its own, and always one look, before it calls the rollback failed
+        until = max(start + max(st.deadline_s, 1.0) * max(1, len(st.targets)), now + max(st.deadline_s, 1.0))
         t.report.see_floor(gate.floor(t.obj))
         # reopened every 15 s of cluster time: a stuck group makes no events, and the strategy must
         # still get its look
@@ -107,6 +111,7 @@ class Rollback:
         t.write(deep_merge({"metadata": {"annotations": ann.annotations(("updated", "phase"))}}, frozen))
         if frozen:
             t.report.partitions_written.append(gate.replicas(t.obj))
+            t.settle(t.clock.now() + self.opts.deadline_s)
         if t.report.rollbacks:
             t.report.rollbacks[-1]["ended"] = t.clock.now()
         t.events.emit(obj, "RolledBack", f"rollout {st.id}: previous template restored on every group "

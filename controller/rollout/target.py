@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api import status as api_status
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.kube import watch as kwatch
@@ -64,6 +65,20 @@ class Target:
         """Watch the object until cluster time ``until`` (plus a little wall slack)."""
         budget = self.clock.wall(max(0.0, until - self.clock.now())) + 0.05
         yield from kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
+
+    def settle(self, until: float) -> None:
+        """Follow the object until its controller observed our last spec write (observedGeneration
+        caught up, so its status and conditions describe it), at most until cluster time ``until``.
+
+        The GitOps refreeze at the end bumps the generation without moving a group; whoever reads the
+        object after we report the outcome must not meet a status of the generation before it.
+        """
+        if api_status.observed_current(self.obj):
+            return
+        for obj in self.follow(until):
+            self.obj = obj
+            if api_status.observed_current(obj):
+                return
 
     def checkpoint(self, name: str) -> None:
         self.on_step(f"{self.role + ':' if self.role else ''}{name}")

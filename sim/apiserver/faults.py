@@ -34,12 +34,14 @@ class ApiFaults:
     conflict_rate: float = 0.0  # share of writes answered 409 Conflict
     watch_cut_mean_s: float = 0.0  # mean wall seconds before a watch stream is cut (0: never)
     gone_on_resume_rate: float = 0.0  # share of watches resumed from a resourceVersion answered 410
+    gone_on_first_resumes: int = 0  # the first N resumed watches are answered 410 whatever the rate
     exempt_paths: tuple[str, ...] = ("/healthz", "/readyz", "/livez", "/version", "/lwsflow/v1/clock")
     injected: dict[int, int] = field(default_factory=dict)  # status -> count, for tests and reports
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._lock = threading.Lock()
+        self._resumes = 0
 
     def _roll(self, rate: float) -> bool:
         if rate <= 0:
@@ -89,7 +91,10 @@ class ApiFaults:
             return self._rng.expovariate(1.0 / self.watch_cut_mean_s)
 
     def gone_on_resume(self) -> bool:
-        hit = self._roll(self.gone_on_resume_rate)
+        with self._lock:  # a test that must exercise the relist path gets it however short the run
+            forced = self._resumes < self.gone_on_first_resumes
+            self._resumes += 1
+        hit = forced or self._roll(self.gone_on_resume_rate)
         if hit:
             self._count(410)
         return hit

@@ -120,13 +120,12 @@ def test_promotion_follows_the_catalogs_environment_order() -> None:
 
 
 def test_single_environment_release_promotes_nowhere_and_says_so(
-        tmp_path: Path, registry: LocalRegistry, capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import EXAMPLE_CATALOG
-
+        tmp_path: Path, registry: LocalRegistry, capsys: pytest.CaptureFixture[str],
+        example_catalog: Path) -> None:
     from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
     from lwsflow.pipelines.local_run import init_gitops_repo
 
-    doc = load_yaml_documents(EXAMPLE_CATALOG)[0]
+    doc = load_yaml_documents(example_catalog)[0]
     doc["environments"] = ["dev"]
     (tmp_path / "catalog.yaml").write_text(dump_yaml(doc))
     repo = init_gitops_repo(tmp_path / "git", tmp_path / "catalog.yaml")

@@ -87,6 +87,35 @@ def test_killed_during_rollback_finishes_it(env: Env) -> None:
     assert env.rec.min_ready["rb"] >= 1
 
 
+def test_restarted_after_the_rollback_budget_ran_out_still_finishes_it(env: Env) -> None:
+    """A controller down for longer than the rollback's budget (deadline x stages, counted from the
+    rollback's start) must not call it failed on sight: the group stuck unready on the bad revision
+    waits for its forced recreate (lws-semantics: a StatefulSet does not replace a stuck pod), which only
+    a live controller does. The restarted one gets a deadline of its own and finishes the rollback."""
+    base = lws_manifest("rb2", replicas=2)
+    env.create_ready(base)
+    bad = new_release(base, **{"sim.lwsflow.io/never-ready": "true"})
+
+    def stop(name: str) -> None:
+        if name == "rollback-applied":
+            raise Interrupted(name)
+    with pytest.raises(Interrupted):
+        LwsRollout(env.kube, NS, "rb2", RolloutOptions(stages="1,100%", deadline_s=60), env.clock(),
+                   manifest=bad, on_step=stop).run()
+    st = state.RolloutState.from_object(env.kube.get(LWS, NS, "rb2"))
+    assert st.phase == state.ROLLING_BACK
+    clock, spent = env.clock(), state.epoch(st.stage_started) + 60 * 2 + 10  # the whole budget, and more
+    end = time.monotonic() + 60
+    while clock.now() < spent and time.monotonic() < end:  # a cluster-time condition, bounded
+        time.sleep(0.05)
+    assert clock.now() >= spent
+    assert not gate.lws_fully_rolled(env.kube.get(LWS, NS, "rb2")).passed  # nobody unstuck the group
+    out = LwsRollout(env.kube, NS, "rb2", RolloutOptions(stages="1,100%"), env.clock(), manifest=bad).run()
+    assert out.result == "rolled-back", out.message
+    final = env.kube.get(LWS, NS, "rb2")
+    assert image(final) == "vllm:1" and gate.lws_fully_rolled(final).passed
+
+
 def test_hooks_and_clocks_units() -> None:
     assert not run_hook(lambda _c: 1 / 0, None).ok  # type: ignore[arg-type,return-value]
     assert run_hook(lambda _c: True, None) == HookResult(True, "<lambda>: passed")  # type: ignore[arg-type]

@@ -61,9 +61,11 @@ def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None
     assert session.run(kube, clock, session.parse_target("pair/c", NS), opts,
                        manifest=f).result == "succeeded"
     f = tmp_path / "ds.yaml"
-    f.write_text(dump_yaml(new_release(ds)))
-    assert session.run(kube, clock, session.parse_target("ds/dis", NS), opts,
-                       manifest=f).result == "succeeded"
+    # a load far longer than any stall between the controller's patch and its first read (400 virtual
+    # s = 2 wall s): the gate cannot already pass then, so the DS is always watched, however loaded
+    f.write_text(dump_yaml(new_release(ds, **{"sim.lwsflow.io/load-seconds": "400"})))
+    assert session.run(kube, clock, session.parse_target("ds/dis", NS),
+                       RolloutOptions(stages="1,100%", deadline_s=3600), manifest=f).result == "succeeded"
     api.stop()
     used = {(g, r, v) for g, r, v in api.verbs_used() if not r.startswith("/")}
     assert used == shipped(), f"used but not granted: {used - shipped()}; granted, unused: {shipped() - used}"

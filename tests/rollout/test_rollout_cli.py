@@ -13,6 +13,7 @@ import pytest
 from rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.status import observed_current
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
@@ -208,6 +209,14 @@ def _groups_on(env: Env, name: str, image: str) -> int:
                and p["spec"]["containers"][0]["image"] == image)
 
 
+def _rested(env: Env, name: str, load_times: int = 4) -> dict:
+    """The LWS once ``load_times`` model loads (20 s) of cluster time passed and the LWS controller
+    observed its latest generation: waited on as conditions, not a wall-clock sleep (robust to load)."""
+    clock = env.clock()
+    after = clock.now() + load_times * 20
+    return env.wait(lambda o: observed_current(o) and clock.now() >= after, name=name)
+
+
 def test_gitops_mode_only_moves_the_partition(env: Env) -> None:
     """Issue 4: a synced template lands frozen, only the controller's stages move it, and a finished
     rollout leaves the partition at replicas so the next synced template is frozen too."""
@@ -217,9 +226,9 @@ def test_gitops_mode_only_moves_the_partition(env: Env) -> None:
     for release in ("vllm:2", "vllm:3"):
         # Argo CD syncs the next template: a plain apply of the rendered, frozen LWS
         env.kube.apply(LWS, _synced(new_release(base, image=release), 4), field_manager="argocd-controller")
-        # 4 load-times of virtual time: an unfrozen LWS (maxUnavailable 1) would have moved by now
-        time.sleep(4 * 20 / 200)
-        live = env.kube.get(LWS, NS, "git")
+        # 4 load-times of cluster time, the new generation observed: an unfrozen LWS (maxUnavailable 1)
+        # would have moved by now
+        live = _rested(env, "git")
         assert _groups_on(env, "git", release) == 0 and gate.counters(live)["updatedReplicas"] == 0
         assert gate.lws_stage_gate(live, 0).checks["available"]  # frozen at rest stays Available
         env.rec.restart("git", new_image=release)  # this rollout's history starts at the live object
@@ -254,7 +263,7 @@ def test_gitops_rollback_restores_the_last_good_template(env: Env) -> None:
     # moves no group
     assert gate.partition(final) == 2 and env.rec.partitions["g2"][-2:] == [0, 2]
     env.kube.apply(LWS, bad, field_manager="argocd-controller")
-    time.sleep(4 * 20 / 200)
+    _rested(env, "g2")
     assert _groups_on(env, "g2", "vllm:3") == 0 and _groups_on(env, "g2", "vllm:2") == 2
 
 

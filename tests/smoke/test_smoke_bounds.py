@@ -6,10 +6,13 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
+import pytest
 from smoke_helpers import MODEL, by_name, failed_names, fast_config
 
 from lwsflow.components.smoke import run_smoke
+from lwsflow.components.smoke.client import CheckError, SmokeClient
 from lwsflow.sim.engine import start_engine
 
 
@@ -60,16 +63,35 @@ def test_refused_connection_fails_fast_and_bounded():
     assert "ConnectError" in by_name(report)["health"][0].detail
 
 
-def test_warming_pod_is_waited_for():
-    """Connections are refused while 'weights load' (as vLLM does); the engine comes up 0.3 s later."""
+def test_warming_pod_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections are refused while 'weights load' (as vLLM does); the engine comes up only after
+    the smoke's first /health was refused (an event, not a wall-clock delay: robust to load)."""
     port = _free_port()
+    refused = threading.Event()
+    real_request = SmokeClient.request
+
+    def observed(self: SmokeClient, method: str, url: str, *args: Any, **kw: Any) -> Any:
+        try:
+            return real_request(self, method, url, *args, **kw)
+        except CheckError:
+            if url.endswith("/health"):
+                refused.set()
+            raise
+
+    monkeypatch.setattr(SmokeClient, "request", observed)  # observes the real request, changes nothing
     started: list = []
-    timer = threading.Timer(0.3, lambda: started.append(start_engine(port=port, model=MODEL)))
-    timer.start()
+
+    def warm_up() -> None:
+        if refused.wait(30):
+            started.append(start_engine(port=port, model=MODEL))
+
+    thread = threading.Thread(target=warm_up)
+    thread.start()
     try:
-        report = run_smoke(fast_config(urls=[f"http://127.0.0.1:{port}"], warmup_s=5.0, backoff_s=0.05))
+        report = run_smoke(fast_config(urls=[f"http://127.0.0.1:{port}"], warmup_s=30.0, backoff_s=0.05))
     finally:
-        timer.join()
+        refused.set()
+        thread.join()
         for h in started:
             h.stop()
     assert report.passed, report.failed()
