@@ -129,9 +129,9 @@ def _stage(name: str, kind: str, selector: list[dict[str, Any]], nxt: dict[str, 
 def stages(ready_delay_s: float, never_ready: list[str]) -> list[dict[str, Any]]:
     """The Stage documents for kwok's ``--config``: bound pods start Running (not Ready) at once and
     turn Ready ``ready_delay_s`` later, unless an image matches a ``never_ready`` pattern."""
-    not_ready = {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+    not_ready: dict[str, Any] = {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
                  "operator": "NotIn", "values": ["True"]}
-    running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+    running: dict[str, Any] = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
     ready_selector = [_NOT_DELETING, running, not_ready]
     if never_ready:
         ready_selector.append({"key": _image_matches(never_ready), "operator": "NotIn", "values": ["true"]})
