@@ -128,8 +128,10 @@ SERVED_BY = "x-lwsflow-served-by"
 
 def _routed(headers: Any) -> tuple[str, str, str, str]:
     """(served-by, decode host:port, prefill host:port, KV source host:port) from the router's headers."""
-    return tuple(str(headers.get(h) or "") for h in (SERVED_BY, DECODE_ENDPOINT, PREFILL_ENDPOINT,
-                                                     KV_SOURCE))  # type: ignore[return-value]
+    def get(name: str) -> str:
+        return str(headers.get(name) or "")
+
+    return get(SERVED_BY), get(DECODE_ENDPOINT), get(PREFILL_ENDPOINT), get(KV_SOURCE)
 
 
 def gateway_pd(gateway: Endpoint, decodes: list[Endpoint], cfg: SmokeConfig, http: SmokeClient,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 from dataclasses import dataclass, field
+from typing import Any
 
 # llm-d (pkg/epp/metadata/consts.go, routing sidecar): the EPP's choice, read by proxy and sidecar
 DESTINATION_ENDPOINT = "x-gateway-destination-endpoint"
@@ -33,10 +34,9 @@ class Reply:
         return self.headers.get("content-type", "application/json")
 
 
-def forwardable(headers: object) -> dict[str, str]:
+def forwardable(headers: Any) -> dict[str, str]:
     """The end-to-end headers of a request (``http.server`` message or mapping), lower-cased."""
-    items = headers.items() if hasattr(headers, "items") else []
-    return {k.lower(): v for k, v in items if k.lower() not in _SKIP}
+    return {str(k).lower(): str(v) for k, v in headers.items() if str(k).lower() not in _SKIP}
 
 
 def call(method: str, host: str, port: int, path: str, body: bytes | None, headers: dict[str, str],
