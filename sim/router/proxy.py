@@ -101,7 +101,7 @@ class Router:
         ns = pool["metadata"].get("namespace", "")
         match = ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         sel = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
-        out = set()
+        out: set[str] = set()
         for p in self.store.list(kinds.POD.key, ns, label_selector=sel)[0] if sel else []:
             meta = p["metadata"]
             for src in (meta.get("annotations") or {}, meta.get("labels") or {}):
