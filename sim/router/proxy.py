@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 from lwsflow.sim import kinds
 from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
-from lwsflow.sim.router import epp, wire
+from lwsflow.sim.router import epp, routes, wire
 from lwsflow.sim.router.sidecar import RoutingSidecar
 from lwsflow.sim.store import Store
 
@@ -51,8 +52,10 @@ class Router:
     """Proxy + EPP + decode sidecars over one store; ``url`` once started, ``close()`` to stop."""
 
     def __init__(self, store: Store, *, non_cached_tokens: int = epp.DEFAULT_NON_CACHED_TOKENS,
-                 timeout_s: float = 60.0, on_route: Callable[[Route], None] | None = None) -> None:
+                 timeout_s: float = 60.0, on_route: Callable[[Route], None] | None = None,
+                 seed: int | None = None) -> None:
         self.store = store
+        self._rng = random.Random(seed)  # HTTPRoute weight draws (seeded for reproducible splits)
         self.non_cached_tokens = non_cached_tokens
         self.timeout_s = timeout_s
         self.on_route = on_route
@@ -86,16 +89,23 @@ class Router:
         return self.store.list(kinds.INFERENCE_POOL.key)[0]
 
     def pool_for(self, model: str) -> tuple[dict[str, Any], list[epp.PoolEndpoint]] | None:
-        """The pool whose member pods serve ``model`` (the only pool when the model names none)."""
+        """The pool for ``model``: among the pools whose pods serve it, drawn by HTTPRoute weight when
+        a route lists them (``routes``), else the first; the only pool when none names the model."""
         candidates = []
         for pool in self.pools():
             members = epp.pool_endpoints(self.store, pool)
             if members:
                 candidates.append((pool, members))
-        for pool, members in candidates:
-            if model and model in self._models(pool):
-                return pool, members
-        return candidates[0] if len(candidates) == 1 else None
+        serving = [(p, m) for p, m in candidates if model and model in self._models(p)]
+        if not serving:
+            return candidates[0] if len(candidates) == 1 else None
+        by_key = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): (p, m) for p, m in serving}
+        for backends in routes.weighted_rules(self.store):
+            if any((b.namespace, b.pool) in by_key for b in backends):
+                live = [b for b in backends if (b.namespace, b.pool) in by_key]
+                chosen = routes.pick(live, self._rng)
+                return by_key[(chosen.namespace, chosen.pool)] if chosen else None
+        return serving[0]
 
     def _models(self, pool: dict[str, Any]) -> set[str]:
         ns = pool["metadata"].get("namespace", "")
@@ -126,7 +136,8 @@ class Router:
         model = str(body.get("model") or "")
         found = self.pool_for(model)
         if found is None:
-            return _error(404, f"no InferencePool serves model {model!r}")
+            return _error(404, f"no InferencePool serves model {model!r} "
+                               "(or its HTTPRoute weights are all 0)")
         pool, members = found
         decision = epp.decide(members, body, self.non_cached_tokens)
         if decision is None:

@@ -40,13 +40,13 @@ class Pods:
         self.engines: dict[str, EngineHandle] = {}
         self._next = base
 
-    def start(self, name: str, role: str, **kw: Any) -> EngineHandle:
+    def start(self, name: str, role: str, labels: dict[str, str] | None = None, **kw: Any) -> EngineHandle:
         ip = f"127.0.{self._next // 250}.{self._next % 250 + 2}"
         self._next += 1
         h = start_engine(host=ip, port=self.port, role=role, model=MODEL, side_channel_port=0, **kw)
         self.port = h.port  # the next pods listen on the same port, as a pool's targetPort says
         self.engines[name] = h
-        add_pod(self.store, name, role, ip)
+        add_pod(self.store, name, role, ip, labels=labels)
         return h
 
     def close(self) -> None:
