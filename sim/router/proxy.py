@@ -119,11 +119,21 @@ class Router:
         return out
 
     def sidecar(self, ep: epp.PoolEndpoint) -> RoutingSidecar:
+        """The decode pod's sidecar, started on first use; starting one also stops the sidecars of
+        pods no pool has any more (a rollout replaces pods, and their IPs, all the time)."""
         with self._lock:
+            sc = self._sidecars.get((ep.ip, ep.port))
+        if sc is not None:
+            return sc
+        live = {(m.ip, m.port) for p in self.pools() for m in epp.pool_endpoints(self.store, p)}
+        with self._lock:
+            stale = [self._sidecars.pop(k) for k in list(self._sidecars) if k not in live]
             sc = self._sidecars.get((ep.ip, ep.port))
             if sc is None:
                 sc = self._sidecars[(ep.ip, ep.port)] = RoutingSidecar(ep.ip, ep.port, self.timeout_s)
-            return sc
+        for old in stale:
+            old.stop()
+        return sc
 
     # -- one request ----------------------------------------------------------------------------------------
     def route(self, path: str, raw: bytes, headers: dict[str, str]) -> wire.Reply:

@@ -106,3 +106,19 @@ def test_unknown_model_and_no_pool_answer_clearly(pods: Pods) -> None:
         r = httpx.post(f"{router.url}/v1/completions", json={"model": "nope", "prompt": "x"}, timeout=10)
         assert r.status_code == 404 and "no InferencePool serves model 'nope'" in r.text
         assert httpx.post(f"{router.url}/v1/completions", content=b"{", timeout=10).status_code == 400
+
+
+def test_sidecars_of_gone_pods_are_stopped(pods: Pods) -> None:
+    pods.start("decode-0", "decode")
+    pods.store.create("inferencepools.inference.networking.k8s.io", pool(pods.port))
+    body = {"model": MODEL, "prompt": SHORT_PROMPT, "max_tokens": 1}
+    with Router(pods.store) as router:
+        assert httpx.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
+        (old,) = router._sidecars.values()
+        pods.store.delete("pods", "default", "decode-0")  # a rollout replaced the pod
+        pods.start("decode-1", "decode")
+        assert httpx.post(f"{router.url}/v1/completions", json=body, timeout=30).status_code == 200
+        new = pods.engines["decode-1"]
+        assert [s.engine for s in router._sidecars.values()] == [(new.host, new.port)]
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://{old.host_port}/health", timeout=2)
