@@ -26,7 +26,8 @@ from lwsflow.sim.store import Store
 
 LLMD_ROLE = "llm-d.ai/role"
 ROLE_LABELS = (LLMD_ROLE, "lwsflow.io/role", "disaggregatedset.x-k8s.io/role")
-DEFAULT_NON_CACHED_TOKENS = 16  # see docs/llm-d.md (the decider's threshold in this stand-in)
+# llm-d's P/D guide EndpointPickerConfig sets nonCachedTokens: 16 (the plugin's own default 0 = P/D off)
+DEFAULT_NON_CACHED_TOKENS = 16
 CHARS_PER_TOKEN = 4
 QUEUE_METRICS = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 KV_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # 0.33 name, then the older one
