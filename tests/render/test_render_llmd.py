@@ -76,3 +76,22 @@ def test_overlay_check_catches_an_invalid_route() -> None:
     route["spec"]["rules"][0]["backendRefs"][0]["weight"] = 1_000_001  # the CRD caps weights at 1e6
     with pytest.raises(InvalidInput, match="HTTPRoute/llama-70b"):
         check_objects(OverlayBuild("dev", "llama-70b", "dev/llama-70b", objects=bad))
+
+
+def test_example_catalog_with_llmd_builds_valid_overlays(tmp_path: Any) -> None:
+    """Switched on for the example catalog's lws-pair model: the env overlay carries both objects,
+    namespaced by kustomize, and the overlay check validates them."""
+    from render_helpers import EXAMPLE_CATALOG
+
+    from lwsflow.components.kustomize import build_model_overlay
+    from lwsflow.pipelines.cli import main
+
+    text, pair = EXAMPLE_CATALOG.read_text(), "    pdMode: lws-pair\n"
+    assert text.count(pair) == 1
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(text.replace(pair, pair + "    llmd: {gateway: gw}\n"))
+    assert main(["render", str(catalog), "--out", str(tmp_path / "tree")]) == 0
+    build = build_model_overlay(tmp_path / "tree", "dev", "llama-8b-pair")
+    kinds = {o["kind"]: o for o in build.objects}
+    assert kinds["InferencePool"]["metadata"]["namespace"] == kinds[L.LWS_KIND]["metadata"]["namespace"]
+    assert kinds["HTTPRoute"]["spec"]["rules"][0]["backendRefs"][0]["name"] == "llama-8b-pair"
