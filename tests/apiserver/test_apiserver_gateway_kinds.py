@@ -80,3 +80,26 @@ def test_unknown_field_strict_is_400(server: ApiServer) -> None:
     obj = pool(bogus=1)
     status, _, body = http(server, "POST", POOLS + "?fieldValidation=Strict", obj)
     assert status == 400 and 'unknown field "spec.bogus"' in body["message"]
+
+
+def test_kubectl_applies_and_lists_them(kubectl: Any, tmp_path: Any) -> None:
+    """kubectl apply (server-side strict field validation, OpenAPI from the packaged schemas) and get
+    with the CRDs' printer columns (HTTPRoute: Hostnames, Age)."""
+    import yaml
+
+    r = route()
+    r["spec"]["hostnames"] = ["chat.example.com"]
+    f = tmp_path / "objs.yaml"
+    f.write_text(yaml.safe_dump_all([pool(), r]))
+    out = kubectl("apply", "-f", str(f)).stdout
+    assert "inferencepool.inference.networking.k8s.io/m created" in out
+    assert "httproute.gateway.networking.k8s.io/m created" in out
+    lines = kubectl("get", "infpool").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "AGE"] and lines[1].split()[0] == "m"
+    lines = kubectl("get", "httproutes").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "HOSTNAMES", "AGE"]
+    assert "chat.example.com" in lines[1]
+    bad = pool(bogus=1)
+    f.write_text(yaml.safe_dump(bad))
+    proc = kubectl("apply", "-f", str(f), check=False)
+    assert proc.returncode != 0 and 'unknown field "spec.bogus"' in proc.stderr
