@@ -287,6 +287,20 @@ class EnvVar(_Strict):
         return self
 
 
+class LlmdRouting(_Strict):
+    """The llm-d request path for a P/D model (docs/llm-d.md): render an InferencePool selecting its
+    leader pods and an HTTPRoute from a Gateway to that pool; the endpoint picker (EPP) Deployment and
+    Service come from the user's llm-d installation."""
+
+    gateway: str = Field(description="the Gateway the HTTPRoute attaches to (parentRefs[0].name)")
+    endpointPicker: str | None = Field(
+        default=None, description="the EPP Service of the llm-d install (default: <model>-epp)")
+    endpointPickerPort: int = Field(default=9002, ge=1, le=65535, description="the EPP's ext-proc port")
+
+    _v_gateway = field_validator("gateway")(lambda cls, v: _subdomain(v))
+    _v_epp = field_validator("endpointPicker")(lambda cls, v: v if v is None else _subdomain(v))
+
+
 class ModelSpec(_Strict):
     name: str
     model: str = Field(description="served model id, e.g. meta-llama/Llama-3.1-405B-Instruct")
@@ -317,6 +331,8 @@ class ModelSpec(_Strict):
     hfTokenSecret: SecretRef | None = Field(default=None, description="HF_TOKEN via secretKeyRef")
     env: list[EnvVar] = Field(default_factory=list)
     extraArgs: list[str] = Field(default_factory=list)
+    llmd: LlmdRouting | None = Field(default=None, description="P/D models: also render llm-d's "
+                                     "InferencePool and HTTPRoute (off by default)")
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v, 40))
 
@@ -382,6 +398,8 @@ class ModelSpec(_Strict):
             raise ValueError("set either replicas (aggregated) or prefill/decode (disaggregated), not both")
         if not disagg and self.replicas is None:
             raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
+        if self.llmd is not None and not disagg:
+            raise ValueError("llmd: the llm-d InferencePool/HTTPRoute are rendered for P/D models only")
         if disagg and self.autoscaling is not None:
             # An HPA scales one scale subresource; P/D roles need coordinated, per-role scaling.
             raise ValueError("autoscaling is supported for aggregated models only")

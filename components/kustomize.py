@@ -78,8 +78,12 @@ def kustomize_build(path: Path, timeout: float = BUILD_TIMEOUT_S) -> list[dict[s
     return [d for d in parse_tool_output(proc.stdout, source=str(path)) if isinstance(d, dict)]
 
 
+# kinds checked against their packaged upstream CRD after the build (llm-d's routing objects too)
+VALIDATED_KINDS = (L.LWS_KIND, L.DS_KIND, "InferencePool", "HTTPRoute")
+
+
 def validate(obj: dict[str, Any]) -> list[FieldError]:
-    """Problems of one LWS/DS: ``validate_object`` (schema + webhook rules)."""
+    """Problems of one LWS/DS/InferencePool/HTTPRoute: ``validate_object`` (schema + webhook rules)."""
     from lwsflow.controller.api.validation import validate_object
 
     return list(validate_object(obj))
@@ -163,7 +167,7 @@ def check_objects(build: OverlayBuild) -> None:
     """Validate the built LWS/DS and (production) the digest pins; InvalidInput names the overlay."""
     for obj in build.objects:
         name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-        if obj.get("kind") in (L.LWS_KIND, L.DS_KIND):
+        if obj.get("kind") in VALIDATED_KINDS:
             errors = validate(obj)
             if errors:
                 raise InvalidInput(

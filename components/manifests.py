@@ -8,6 +8,7 @@
 * Disaggregated, ``pdMode: lws-pair`` -> LeaderWorkerSets ``<name>-prefill`` and ``<name>-decode``
   labelled ``lwsflow.io/pd-pair: <name>`` (the rollout controller moves them together) + a leader
   Service each.
+* ``llmd`` (P/D models) -> llm-d's InferencePool and HTTPRoute (``llmd_routing``, docs/llm-d.md).
 * ``autoscaling`` -> an autoscaling/v2 HorizontalPodAutoscaler on the LWS scale subresource. It
   scales *groups* (``spec.replicas``), and its selector (``status.hpaPodSelector``) matches leader
   pods only, so utilization is averaged over leaders; workers' load is invisible to it.
@@ -192,6 +193,11 @@ def render_model(catalog: Catalog, model: str, env: str | None = None) -> list[d
             services.append(_service(spec, f"{spec.name}-{role}-leader", namespace, role, rs.pool,
                                      {L.DS_NAME: spec.name, L.DS_ROLE: role, L.WORKER_INDEX: "0"},
                                      _extra_service_ports(spec, role)))
+    if spec.llmd is not None:
+        from lwsflow.components.llmd_routing import routing_objects
+
+        labels = {L.APP_NAME: spec.name, L.APP_PART_OF: PART_OF, L.ENGINE: spec.engine, L.MODEL: spec.name}
+        services += routing_objects(spec, namespace, labels, where)
     out = objs + services
     assert_no_secret_literals(out)
     return out

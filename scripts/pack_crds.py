@@ -1,7 +1,8 @@
-"""Package the upstream LWS/DS CRD schemas into ``controller/api/crds/<plural>.json.gz``.
+"""Package the upstream LWS/DS, InferencePool and HTTPRoute CRD schemas into ``controller/api/crds/``.
 
 Usage: ``.venv/bin/python scripts/pack_crds.py [--check]``. Reads
-``shared/reference/lws/crds/config__crd__bases__*.yaml`` (see ``lwsflow.controller.api.paths.shared_dir``);
+``shared/reference/lws/crds/config__crd__bases__*.yaml`` and ``shared/reference/gateway/*.yaml``
+(see ``lwsflow.controller.api.paths.shared_dir``);
 ``--check`` exits 1 when a packaged file differs from a fresh extraction instead of writing.
 """
 
@@ -15,8 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lwsflow.controller.api.crd import CRD_SOURCES, PACKAGE_DIR, encode_packed, extract_crd_file
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.crd import PACKAGE_DIR, encode_packed, extract_crd_file, upstream_sources
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -31,10 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
     args = ap.parse_args(argv)
-    src_dir = lws_reference_dir() / "crds"
     drift = 0
-    for plural, name in CRD_SOURCES.items():
-        src = src_dir / name
+    for plural, src in upstream_sources().items():
         if not src.is_file():
             print(f"error: {src}: no such file", file=sys.stderr)
             return 2

@@ -55,6 +55,9 @@ def _from_crd(plural: str) -> ResourceType:
 LWS = _from_crd("leaderworkersets")
 DS = _from_crd("disaggregatedsets")
 DS_ROLE_SCALER = _from_crd("disaggregatedsetrolescalers")
+# llm-d's request path: Gateway API Inference Extension pools and Gateway API routes (sim/router reads them)
+INFERENCE_POOL = _from_crd("inferencepools")
+HTTP_ROUTE = _from_crd("httproutes")
 POD = ResourceType("", "v1", "Pod", "pods", short_names=("po",), categories=("all",))
 SERVICE = ResourceType("", "v1", "Service", "services", short_names=("svc",), categories=("all",))
 NODE = ResourceType("", "v1", "Node", "nodes", namespaced=False, short_names=("no",))
@@ -91,7 +94,7 @@ ALL: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
     SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, PVC,
     ROLE, CLUSTER_ROLE, ROLE_BINDING, CLUSTER_ROLE_BINDING, SELF_SUBJECT_ACCESS_REVIEW,
-    ROLLOUT_POLICY,
+    ROLLOUT_POLICY, INFERENCE_POOL, HTTP_ROUTE,
 )
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}

@@ -119,20 +119,47 @@ def handoff(prefill: Endpoint, decode: Endpoint, target: str, cfg: SmokeConfig, 
     return out
 
 
+# Response headers lwsflow's stand-in router and sidecar add (docs/llm-d.md); a real gateway may lack them.
+DECODE_ENDPOINT = "x-lwsflow-decode-endpoint"
+PREFILL_ENDPOINT = "x-lwsflow-prefill-endpoint"
+KV_SOURCE = "x-lwsflow-kv-source"
+SERVED_BY = "x-lwsflow-served-by"
+
+
+def _routed(headers: Any) -> tuple[str, str, str, str]:
+    """(served-by, decode host:port, prefill host:port, KV source host:port) from the router's headers."""
+    def get(name: str) -> str:
+        return str(headers.get(name) or "")
+
+    return get(SERVED_BY), get(DECODE_ENDPOINT), get(PREFILL_ENDPOINT), get(KV_SOURCE)
+
+
 def gateway_pd(gateway: Endpoint, decodes: list[Endpoint], cfg: SmokeConfig, http: SmokeClient,
                prompt: str) -> CheckResult:
-    """A completion through the gateway; when decode pods are known, their external KV must rise."""
+    """A completion through the gateway; when decode pods are known, their external KV must rise.
+
+    When the gateway names the pods it chose (lwsflow's stand-in router), the check also proves the KV
+    the decode pod loaded came from the prefill pod the EPP chose, and that the named decode pod's
+    external KV counter rose (scraped before and after when it is among the known decode pods)."""
     model = gateway.model or cfg.model
 
     def step() -> Outcome:
         before = [_kv_counters(_scrape(http, d.url)) for d in decodes]
         body = {"model": model, "prompt": prompt, "max_tokens": cfg.max_tokens, "temperature": 0}
-        status, reply = http.json("POST", f"{gateway.url.rstrip('/')}/v1/completions", body)
+        resp = http.request("POST", f"{gateway.url.rstrip('/')}/v1/completions", body)
+        try:
+            status, reply = resp.status_code, resp.json()
+        except ValueError as exc:
+            raise CheckError(f"gateway: HTTP {resp.status_code} body is not JSON", expected="JSON",
+                             got=resp.text[:80]) from exc
         if status != 200:
             raise CheckError(f"gateway: HTTP {status}: {str(reply)[:160]}", expected="200", got=str(status))
         problems = shapes.completion_problems(reply, model or "", False, cfg.max_tokens)
         if problems:
             raise CheckError("gateway: " + "; ".join(problems), got=problems[0])
+        served, decode_hp, prefill_hp, kv_source = _routed(resp.headers)
+        if decode_hp:
+            return _routed_outcome(http, served, decode_hp, prefill_hp, kv_source, decodes, before)
         if not decodes:
             return "completion through the gateway (no decode pods known: P/D not verified)", {}
         after = [_kv_counters(_scrape(http, d.url)) for d in decodes]
@@ -144,3 +171,26 @@ def gateway_pd(gateway: Endpoint, decodes: list[Endpoint], cfg: SmokeConfig, htt
         return f"disaggregated: external_kv_transfer +{ext:g} on {len(decodes)} decode pod(s)", {}
 
     return timed("gateway-pd", gateway.target, step)
+
+
+def _routed_outcome(http: SmokeClient, served: str, decode_hp: str, prefill_hp: str, kv_source: str,
+                    decodes: list[Endpoint], before: list[tuple[float | None, float]]) -> Outcome:
+    """The proof when the router named its choice: P/D happened, with KV from the chosen prefill pod."""
+    if not prefill_hp:
+        raise CheckError(f"the router did not disaggregate ({served})", expected="a prefill pod",
+                         got="decode only")
+    if kv_source.rpartition(":")[0] != prefill_hp.rpartition(":")[0]:
+        raise CheckError(f"decode loaded KV from {kv_source or 'nowhere'}, not from the chosen prefill pod "
+                         f"{prefill_hp}", expected=prefill_hp, got=kv_source or "none")
+    decode_url = f"http://{decode_hp}"
+    after = _kv_counters(_scrape(http, decode_url))
+    known = next((b for d, b in zip(decodes, before, strict=True) if d.url.rstrip("/") == decode_url), None)
+    ext = (after[0] or 0.0) - ((known[0] or 0.0) if known else 0.0)
+    failed = after[1] - (known[1] if known else 0.0)
+    if ext <= 0 or (known and failed > 0):
+        raise CheckError(f"decode {decode_hp}: external_kv_transfer +{ext:g}, failed transfers +{failed:g}",
+                         expected="external > 0, failed +0", got=f"+{ext:g}/+{failed:g}")
+    how = "+" if known else "total "
+    return (f"disaggregated ({served}): KV pulled from {kv_source}, external_kv_transfer {how}{ext:g} "
+            f"on decode {decode_hp}",
+            {"served_by": served, "decode": decode_hp, "prefill": prefill_hp, "kv_source": kv_source})

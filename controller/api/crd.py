@@ -27,8 +27,24 @@ CRD_SOURCES: dict[str, str] = {
         "config__crd__bases__disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
 }
 
+# plural -> upstream file name under shared/reference/gateway/ (Gateway API v1.6.1 standard channel and
+# Gateway API Inference Extension v1.6.0; see that folder's PROVENANCE.md)
+GATEWAY_CRD_SOURCES: dict[str, str] = {
+    "inferencepools": "inference.networking.k8s.io_inferencepools.yaml",
+    "httproutes": "gateway.networking.k8s.io_httproutes.yaml",
+}
+
 # lwsflow's own CRDs, generated from pydantic models (``python -m lwsflow.controller.policy.crd``)
 OWN_CRDS: tuple[str, ...] = ("rolloutpolicies",)
+
+
+def upstream_sources() -> dict[str, Path]:
+    """plural -> the upstream CRD file under ``../shared`` that its packaged copy is extracted from."""
+    from lwsflow.controller.api.paths import gateway_reference_dir, lws_reference_dir
+
+    out = {p: lws_reference_dir() / "crds" / name for p, name in CRD_SOURCES.items()}
+    out.update({p: gateway_reference_dir() / name for p, name in GATEWAY_CRD_SOURCES.items()})
+    return out
 
 
 @dataclass(frozen=True)
@@ -90,7 +106,7 @@ def encode_packed(doc: dict[str, Any]) -> bytes:
 @cache
 def packed(plural: str) -> dict[str, Any]:
     """The packaged extraction for ``plural`` (KeyError when lwsflow ships no such CRD)."""
-    if plural not in CRD_SOURCES and plural not in OWN_CRDS:
+    if plural not in CRD_SOURCES and plural not in GATEWAY_CRD_SOURCES and plural not in OWN_CRDS:
         raise KeyError(plural)
     doc: dict[str, Any] = json.loads(gzip.decompress((PACKAGE_DIR / f"{plural}.json.gz").read_bytes()))
     return doc
@@ -114,6 +130,8 @@ _BY_KIND: dict[tuple[str, str], str] = {
     ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet"): "disaggregatedsets",
     ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSetRoleScaler"): "disaggregatedsetrolescalers",
     ("lwsflow.io/v1alpha1", "RolloutPolicy"): "rolloutpolicies",
+    ("inference.networking.k8s.io/v1", "InferencePool"): "inferencepools",
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproutes",
 }
 
 

@@ -26,3 +26,8 @@ def shared_dir() -> Path:
 def lws_reference_dir() -> Path:
     """``shared/reference/lws``: upstream CRDs (``crds/``) and example manifests (``examples/``)."""
     return shared_dir() / "reference" / "lws"
+
+
+def gateway_reference_dir() -> Path:
+    """``shared/reference/gateway``: upstream Gateway API and Inference Extension CRDs."""
+    return shared_dir() / "reference" / "gateway"

@@ -52,6 +52,17 @@ def serve(
                      help="Leader pods serve the stand-in OpenAI engine on their pod IP (127.N.x.y), so "
                      "`lwsflow smoke` can test them."),
     ] = True,
+    router: Annotated[
+        bool,
+        typer.Option("--router/--no-router",
+                     help="Also start the stand-in llm-d router (proxy + endpoint picker + decode sidecars) "
+                     "for the cluster's InferencePools on 127.0.0.1, and print its URL (docs/llm-d.md)."),
+    ] = False,
+    pd_threshold: Annotated[
+        int,
+        typer.Option("--pd-threshold", help="The router's P/D decider: disaggregate when the prompt's "
+                     "estimated uncached tokens (characters / 4) reach this (0: never)."),
+    ] = 16,
 ) -> None:
     """Serve the embedded cluster over HTTPS with a bearer token, and write a kubeconfig for it."""
     import contextlib
@@ -71,6 +82,10 @@ def serve(
         raise InvalidInput(f"must be greater than 0, got {speed:g}", field="--speed")
     if duration is not None and duration < 0:
         raise InvalidInput(f"must be >= 0, got {duration:g}", field="--duration")
+    if pd_threshold < 0:
+        raise InvalidInput(f"must be >= 0, got {pd_threshold}", field="--pd-threshold")
+    if router and not engines:
+        raise InvalidInput("the router needs the stand-in engines: drop --no-engines", field="--router")
     if config is not None and catalog is not None:
         raise InvalidInput("give --config or --catalog, not both", field="--catalog")
     if catalog is not None:
@@ -92,6 +107,12 @@ def serve(
         if sim.url:  # it was listening: the kubeconfig could not be written
             raise InvalidInput(f"cannot write {kubeconfig}: {exc.strerror}", field="--kubeconfig") from None
         raise InvalidInput(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", field="--port") from None
+    proxy = None
+    if router:
+        from lwsflow.sim.router import start_router
+
+        proxy = start_router(sim.store, non_cached_tokens=pd_threshold,
+                             on_route=lambda r: print(r.line(), flush=True))
     done = threading.Event()
     previous = (
         signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -102,9 +123,14 @@ def serve(
         path = sim.kubeconfig
         print(f"serving {url} (virtual time x{speed:g}); kubeconfig: {path}", flush=True)
         print(f"  kubectl --kubeconfig {path} get nodes", flush=True)
+        if proxy is not None:
+            print(f"router {proxy.url} (InferencePools in the cluster); "
+                  f"lwsflow smoke --gateway-url {proxy.url}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
             done.wait(duration)
     finally:
+        if proxy is not None:
+            proxy.close()
         sim.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -1,5 +1,6 @@
 """Admission for writes through the API: unknown-field handling, defaulting and validation of the
-LWS/DS kinds with the same code path as ``lwsflow validate`` (``lwsflow.controller.api.validation``).
+LWS/DS (and InferencePool/HTTPRoute) kinds with the same code path as ``lwsflow validate``
+(``lwsflow.controller.api.validation``).
 
 * unknown fields: ``fieldValidation=Strict`` (kubectl's default) answers 400 like kube-apiserver's
   strict decoder; ``Warn`` (the server default) and ``Ignore`` prune them (``Warn`` also returns a
@@ -17,7 +18,8 @@ from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import core_admission, rbac_validation
 
-_CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io")
+_CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io",
+               "inference.networking.k8s.io", "gateway.networking.k8s.io")
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _REASONS = (
     ("Required value", "FieldValueRequired"),

@@ -20,7 +20,8 @@ from lwsflow.sim import kinds
 from lwsflow.sim.apiserver.routing import GROUP_VERSIONS
 
 _CRD_PLURALS = ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers",
-                "rolloutpolicies")  # incluster: + lwsflow's own CRD
+                "rolloutpolicies",  # incluster: + lwsflow's own CRD
+                "inferencepools", "httproutes")  # llm-d's request path (docs/llm-d.md)
 _JSON = {"schema": {"type": "object"}}
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
 

@@ -262,7 +262,8 @@ _BUILTIN: dict[str, list[Column]] = {
 def columns_for(rtype: kinds.ResourceType) -> list[Column]:
     if rtype.key in _BUILTIN:
         return _BUILTIN[rtype.key]
-    if rtype.group in ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io", "lwsflow.io"):
+    if rtype.group in ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io", "lwsflow.io",
+                       "inference.networking.k8s.io", "gateway.networking.k8s.io"):
         from lwsflow.controller.api.crd import crd_info
 
         cols: list[Column] = [NAME]

@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from lwsflow.controller.api import crd
-from lwsflow.controller.api.paths import lws_reference_dir, repo_root
+from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.api.schema_check import CEL_RULES, cel_sites
 
 
-@pytest.mark.parametrize("plural", sorted(crd.CRD_SOURCES))
+@pytest.mark.parametrize("plural", sorted(crd.upstream_sources()))
 def test_packaged_copy_equals_fresh_extraction(plural: str) -> None:
-    fresh = crd.extract_crd_file(lws_reference_dir() / "crds" / crd.CRD_SOURCES[plural])
+    fresh = crd.extract_crd_file(crd.upstream_sources()[plural])
     assert crd.packed(plural) == fresh
     # byte-identical too, so scripts/pack_crds.py --check and a re-pack never produce a diff
     assert (crd.PACKAGE_DIR / f"{plural}.json.gz").read_bytes() == crd.encode_packed(fresh)
