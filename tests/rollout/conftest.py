@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # rollout_builders / rollout_env, shared by the modules
+sys.path.insert(0, str(Path(__file__).parent))  # rollout_builders, shared by the modules
 
-from rollout_env import Env, make_env
+from reliability.rollout_env import Env, make_env
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import pytest
-from rollout_env import NS, lws_manifest, make_env, new_release
 
 from lwsflow.controller.errors import Conflict
 from lwsflow.controller.kube.resources import LWS
@@ -16,6 +15,7 @@ from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 from lwsflow.controller.rollout.retry import ConflictBackoff
 from lwsflow.sim.apiserver import ApiFaults
+from reliability.rollout_env import NS, lws_manifest, make_env, new_release
 
 
 class FakeClock:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from rollout_env import NS, TOKEN, lws_manifest, make_env, new_release
 
 from lwsflow.controller.errors import NotFound, Unauthorized
 from lwsflow.controller.kube.client import Kube
@@ -16,6 +15,7 @@ from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 from lwsflow.sim.apiserver import ApiFaults
 from lwsflow.sim.kubeconfig import write_kubeconfig
+from reliability.rollout_env import NS, TOKEN, lws_manifest, make_env, new_release
 
 
 def test_retry_after_is_honoured_and_bounded(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ import threading
 import time
 
 import pytest
-from rollout_env import NS, Env, lws_manifest, new_release
 
 from lwsflow.controller.clock import ClusterClock, WallClock
 from lwsflow.controller.kube.resources import LWS, POD
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
 from lwsflow.controller.rollout.hooks import HookResult, command_hook, http_probe, run_hook
+from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
 
 def image(obj: dict) -> str:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from incluster_env import policy, running, sync, wait_policy
-from rollout_env import NS, Env, lws_manifest, new_release
 
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Endpoints, Metrics
@@ -24,6 +22,8 @@ from lwsflow.controller.incluster.notify import Notifier
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines import kubectl_plugin
+from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
 
 def _controller(env: Env, **kw: object) -> Controller:

@@ -14,12 +14,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from incluster_env import policy, sync, wait_policy
-from rollout_env import NS, Env, lws_manifest
-
 from lwsflow.controller.kube.resources import LEASE, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines import kubectl_plugin
+from reliability.incluster_env import policy, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest
 
 BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "lwsflow"
 LEASE_S = 3.0

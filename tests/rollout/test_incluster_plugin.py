@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from incluster_env import policy, running, sync, wait_policy
-from rollout_env import NS, Env, lws_manifest
 
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines import kubectl_plugin
+from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest
 
 
 def k(env: Env, *args: str) -> int:

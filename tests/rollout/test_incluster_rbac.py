@@ -8,9 +8,6 @@ import base64
 import threading
 from pathlib import Path
 
-from incluster_env import policy, running, sync, wait_policy
-from rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
-
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.incluster.leader import LeaderElector
@@ -21,6 +18,8 @@ from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import session
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
+from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
 OVERLAY = repo_root() / "overlays" / "controller"
 

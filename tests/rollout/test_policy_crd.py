@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from rollout_env import NS, Env
 
 from lwsflow.controller.api.crd import crd_info
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 from lwsflow.controller.policy import crd
 from lwsflow.controller.policy.model import RolloutPolicySpec, parse_duration
+from reliability.rollout_env import NS, Env
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 

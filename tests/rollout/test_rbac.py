@@ -7,7 +7,6 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
@@ -16,6 +15,7 @@ from lwsflow.controller.rollout import session
 from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
+from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
 RBAC = repo_root() / "overlays" / "rbac"
 

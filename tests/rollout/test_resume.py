@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rollout_env import NS, Env, lws_manifest, new_release
 
 from lwsflow.controller.kube.resources import LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml
+from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
 STAGES = "1,2,3,100%"
 TARGETS = [1, 2, 3, 4]

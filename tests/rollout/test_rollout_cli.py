@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.status import observed_current
@@ -19,6 +18,7 @@ from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml, dump_yaml_documents
 from lwsflow.pipelines.cli import main
+from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
 
 def cli(env: Env, *args: str) -> list[str]:
@@ -40,7 +40,7 @@ def test_bad_input_is_one_line_exit_2(env: Env, capsys: pytest.CaptureFixture[st
                                       field: str) -> None:
     env.create_ready(lws_manifest("m", replicas=2))
     if args[-1] == "ds/m":
-        env.create_ready(__import__("rollout_env").ds_manifest("m"))
+        env.create_ready(__import__("reliability.rollout_env", fromlist=["ds_manifest"]).ds_manifest("m"))
     assert main(cli(env, *args)) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and field in err and "Traceback" not in err

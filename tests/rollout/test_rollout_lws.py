@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rollout_env import NS, Env, lws_manifest, new_release
-
 from lwsflow.controller.kube.resources import EVENT, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
+from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
 
 def test_four_stage_rollout_partition_sequence(env: Env) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rollout_env import NS, Env, ds_manifest, lws_manifest, new_release
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
@@ -11,6 +10,7 @@ from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Interrupted, RolloutOptions
 from lwsflow.controller.rollout.pd import PairRollout, skew
+from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, new_release
 
 
 def pair(prefill: int = 4, decode: int = 2) -> tuple[dict, dict]:

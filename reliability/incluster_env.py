@@ -9,11 +9,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rollout_env import NS, Env
-
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
+from reliability.rollout_env import NS, Env
 
 
 def policy(name: str, target: str, stages: list[dict[str, Any]], **spec: Any) -> dict:
