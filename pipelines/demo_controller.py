@@ -153,9 +153,10 @@ class Promoter:
         env = {**os.environ, "PATH": f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}",
                "KUBECONFIG": str(self.kubeconfig)}
         cmd = ["kubectl", "lwsflow", "promote", name, "-n", ns]
+        self.say(f"$ {' '.join(cmd)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
         said = (proc.stdout or proc.stderr).strip()
-        self.say(f"$ {' '.join(cmd)}\n{said}")
+        self.say(said)
         self.promoted.append({"policy": f"{ns}/{name}", "stage": str(st.get("currentStage")),
                               "rc": str(proc.returncode), "output": said})
 

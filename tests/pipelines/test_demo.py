@@ -42,7 +42,8 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
         assert roll["mode"] == "controller" and roll["policy"] == "llama-70b", roll
     ctl = summary["controller"]
     assert ctl["leaders"] == 1, ctl  # one of the two replicas acted
-    assert "$ kubectl lwsflow promote llama-70b -n llm-dev\nllm-dev/llama-70b: stage 2 promoted" in out
+    assert "$ kubectl lwsflow promote llama-70b -n llm-dev\n" in out
+    assert "\nllm-dev/llama-70b: stage 2 promoted (rollout " in out
     assert [(p["policy"], p["stage"], p["rc"]) for p in ctl["promoted"]] == [("llm-dev/llama-70b", "2", "0")]
     logs = "\n".join(ctl["log_lines"])
     assert "waits for promotion of stage 2" in logs and "succeeded" in logs, logs
