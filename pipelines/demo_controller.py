@@ -55,7 +55,7 @@ def install_rbac(admin: Kube, admin_kubeconfig: Path, kubeconfig_out: Path) -> P
             if res.namespaced:
                 doc["metadata"]["namespace"] = SYSTEM_NS  # what the kustomization's namespace does
             admin.apply(res, doc, field_manager="argocd-controller")
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the demo says it itself
         token(SERVICE_ACCOUNT, namespace=SYSTEM_NS, kubeconfig=admin_kubeconfig,
               duration="8760h", kubeconfig_out=kubeconfig_out)
     return kubeconfig_out
@@ -93,7 +93,7 @@ class Controllers:
             log = (self.logdir / f"controller-{i}.log").open("wb")
             self.procs.append(subprocess.Popen(
                 [str(bin_dir() / "lwsflow"), "controller", "run", "--all-namespaces", "--leader-elect",
-                 f"--lease-namespace={SYSTEM_NS}", "--lease-duration=5s", "--resync=1s",
+                 f"--lease-namespace={SYSTEM_NS}", "--resync=1s",
                  "--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
                  f"--kubeconfig={self.kubeconfig}"],
                 stdout=log, stderr=subprocess.STDOUT, env=env))

@@ -41,7 +41,7 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
         roll = json.loads((reports / release / "llama-70b" / "rollout.json").read_text())
         assert roll["mode"] == "controller" and roll["policy"] == "llama-70b", roll
     ctl = summary["controller"]
-    assert ctl["leaders"] == 1, ctl  # one of the two replicas acted
+    assert ctl["leaders"] >= 1, ctl  # a replica took the Lease (the other stood by, or took over)
     assert "$ kubectl lwsflow promote llama-70b -n llm-dev\n" in out
     assert "\nllm-dev/llama-70b: stage 2 promoted (rollout " in out
     assert [(p["policy"], p["stage"], p["rc"]) for p in ctl["promoted"]] == [("llm-dev/llama-70b", "2", "0")]
