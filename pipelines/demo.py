@@ -255,7 +255,7 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]lwsflow demo[/]: {len(chosen)} model(s) from {catalog}; artifacts in {out}")
     stack = start_stack(out / "work", catalog, speed=speed, loaded=cat)
-    ctl = None
+    ctl: demo_controller.Controllers | None = None
     try:
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
@@ -273,8 +273,8 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
         real = sys.stdout  # the promoter says what it ran while a pipeline's output is filtered
         promoter = (demo_controller.Promoter(Kube.connect(str(stack.kubeconfig)), stack.kubeconfig,
                                              lambda text: print(text, file=real, flush=True))
-                    if ctl is not None else contextlib.nullcontext())
-        with promoter:
+                    if ctl is not None else None)
+        with promoter or contextlib.nullcontext():
             return _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter)
     finally:
         if ctl is not None:
@@ -282,7 +282,8 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
         stack.close()
 
 
-def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str]) -> Any:
+def _start_controller(stack: LocalStack, out: Path, env: str,
+                      models: list[str]) -> demo_controller.Controllers:
     """The GitOps path: the controller's RBAC, a RolloutPolicy per model, two leader-elected replicas."""
     admin = Kube.connect(str(stack.kubeconfig))
     sa = demo_controller.install_rbac(admin, stack.kubeconfig, out / "work" / "controller-sa.kubeconfig")
@@ -302,7 +303,8 @@ def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str])
 
 
 def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, target: str, bad_release: bool,
-              t0: float, ctl: Any, promoter: Any) -> int:
+              t0: float, ctl: demo_controller.Controllers | None,
+              promoter: demo_controller.Promoter | None) -> int:
     """Release every model, then a bad release; the summary."""
     runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
     results = [_result(r) for r in runs]
@@ -320,7 +322,7 @@ def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, targ
         code = code or (0 if caught else 1)
     for picture in _pictures(stack, out, drawn):
         console.print(f"picture: {picture}")
-    if ctl is not None:
+    if ctl is not None and promoter is not None:
         summary["controller"] = _controller_summary(ctl, promoter)
     summary["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -328,7 +330,8 @@ def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, targ
     return code
 
 
-def _controller_summary(ctl: Any, promoter: Any) -> dict[str, Any]:
+def _controller_summary(ctl: demo_controller.Controllers,
+                        promoter: demo_controller.Promoter) -> dict[str, Any]:
     """What the controller replicas did, from their logs, and the promotions passed at a gate."""
     logs = ctl.logs()
     return {"leaders": len(re.findall(r"became leader", logs)), "promoted": promoter.promoted,
