@@ -8,6 +8,7 @@ template (``lwsflow.controller.policy.wait``). It never moves a partition: the c
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from lwsflow.controller.api import labels as L
@@ -47,7 +48,12 @@ def sync_and_wait(kube: Any, clock: Any, workloads: list[dict[str, Any]], policy
     outcome = wait.verdict(status, want)
     result = {"Succeeded": "succeeded", "RolledBack": "rolled-back"}.get(outcome or "", "failed")
     stages = int(status.get("stages") or 0)
-    return {"mode": "controller", "policy": meta["name"], "result": result,
-            "message": status.get("message", ""), "started": started, "ended": clock.now(),
-            "stages": [{"index": i + 1, "result": "passed"} for i in range(stages)] if result == "succeeded"
-            else [], "rolloutId": status.get("rolloutId", "")}
+    message = str(status.get("message", ""))
+    # the stage the rollout failed at, from the engine's reason ("stage 2 deadline (...) passed: ...")
+    failed_at = re.match(r"(?:rolled back: )?stage (\d+) ", message)
+    passed = stages if result == "succeeded" else (int(failed_at.group(1)) - 1 if failed_at else 0)
+    return {"mode": "controller", "policy": meta["name"], "result": result, "message": message,
+            "started": started, "ended": clock.now(), "stagesTotal": stages,
+            "stages": [{"index": i + 1, "result": "passed"} for i in range(passed)]
+            + ([{"index": passed + 1, "result": "failed"}] if failed_at and result != "succeeded" else []),
+            "rolloutId": status.get("rolloutId", "")}

@@ -320,7 +320,10 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
             try:
                 cdata = controller_mode.sync_and_wait(
                     kube, clock_for(kube), deploy.workloads(docs), owner,
-                    parse_duration(deadline, "deadline") * (len(stages.split(",")) + 1),
+                    # each stage's deadline, once per role of a pair (its roles move one after the
+                    # other), plus two: the controller's rollback, and its resync latency at high speed
+                    parse_duration(deadline, "deadline") * (len(stages.split(",")) + 2)
+                    * len(deploy.workloads(docs)),
                     lambda m: log("rollout", m))
                 _write_report(str(out_dir), "rollout", cdata)
                 report.write_text(json.dumps(cdata))

@@ -3,13 +3,18 @@
 1. Start the local stack (``local_run.start_stack``): the embedded cluster with the catalog's
    GPU pools and stand-in engines behind an HTTPS Kubernetes API on 127.0.0.1, a ``docker-registry``
    and a bare GitOps repository holding the catalog, the engine build context and the overlays.
-2. For each model, run the real ``deploy-model`` pipeline through the kfp local runner: build and push
-   the image, render + pin, build overlays, promote to the catalog's first environment, staged
-   rollout, smoke test, promote to the next environment (the catalog's own order). Print a summary
-   table and draw the rollouts' timeline.
-3. Release a bad image (one the cluster never sees become ready) for one model: the rollout gate
-   stops it and rolls back; the demo checks the cluster is still on the good revision and the next
-   environment was not promoted.
+2. Install the in-cluster controller: overlays/controller's RBAC, a RolloutPolicy per model (the
+   catalog's stages; a manual gate before the last stage of one model) and two ``lwsflow controller
+   run --leader-elect`` processes with the ServiceAccount's token (``demo_controller``).
+3. For each model, run the real ``deploy-model`` pipeline through the kfp local runner: build and push
+   the image, render + pin, build overlays, promote to the catalog's first environment, rollout (in
+   controller mode: the overlay is applied as Argo CD would, frozen by the partition, and the
+   controller stages it; the demo passes the manual gate with ``kubectl lwsflow promote``), smoke
+   test, promote to the next environment (the catalog's own order). Print a summary table and draw
+   the rollouts' timeline.
+4. Release a bad image (one the cluster never sees become ready) for one model: the controller's
+   gate stops it and rolls back; the demo checks the cluster is still on the good revision and the
+   next environment was not promoted.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from rich.table import Table
 from lwsflow.components import gitwork
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import parse_yaml_documents
+from lwsflow.pipelines import demo_controller
 from lwsflow.pipelines.local_run import (
     ANSI,
     LocalStack,
@@ -75,7 +82,7 @@ def _result(run: PipelineRun) -> ModelResult:
     return ModelResult(
         model=run.model, ok=run.succeeded, image=r.get("build-image", {}).get("reference", ""),
         digest=r.get("build-image", {}).get("digest", ""), commit=commit,
-        stages=f"{passed_stages}/{len(roll.get('targets', []))}" if roll else "-",
+        stages=f"{passed_stages}/{roll.get('stagesTotal') or len(roll.get('targets', []))}" if roll else "-",
         smoke=(f"{'pass' if smoke.get('passed') else 'FAIL'} {ok_checks}/{len(checks)}" if smoke else "-"),
         makespan_s=(ended - started) if started and ended else 0.0, failed_task=run.failed_task,
         wall_s=run.wall_s)
@@ -163,7 +170,7 @@ def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]
 
 
 def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: str,
-                 target_env: str) -> tuple[bool, dict[str, Any], PipelineRun]:
+                 target_env: str, controller: bool = False) -> tuple[bool, dict[str, Any], PipelineRun]:
     """Release a never-ready image for ``good.model``; True when the gate and rollback held."""
     model = good.model
     target_path = f"overlays/{target_env or source_env}/{model}/kustomization.yaml"
@@ -189,6 +196,9 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: st
         "smoke test and promotion skipped":
             not {"smoke", f"promote-{target_env or 'none'}"} & run.reports.keys(),
     }
+    if controller:  # the GitOps path: no step drove it, the policy's verdict is the controller's
+        checks["rolled back by the in-cluster controller"] = (roll.get("mode") == "controller"
+                                                              and roll.get("result") == "rolled-back")
     detail = {"model": model, "target": target, "failed_task": run.failed_task,
               "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
               "live_images": live_images, "good_image": good.image, "bad_image": res.image, "checks": checks}
@@ -245,6 +255,7 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]lwsflow demo[/]: {len(chosen)} model(s) from {catalog}; artifacts in {out}")
     stack = start_stack(out / "work", catalog, speed=speed, loaded=cat)
+    ctl: demo_controller.Controllers | None = None
     try:
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
@@ -258,25 +269,71 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
             took = seed_cluster(stack, source, chosen)
             console.print(f"{source} runs the currently pinned release of {len(chosen)} model(s) "
                           f"(ready after {took / 60:.1f} min of cluster time); now releasing new images")
-        runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
-        results = [_result(r) for r in runs]
-        console.print(_table(results, f"deploy-model: build → render → build-overlays → promote {source} → "
-                                      f"rollout → smoke → promote {target or 'nowhere'}"))
-        summary: dict[str, Any] = {"models": [asdict(x) for x in results]}
-        code = 0 if all(x.ok for x in results) else 1
-        good = next((x for x in results if x.ok), None)
-        drawn = {r.model: r for r in runs}
-        if bad_release and good is not None:
-            console.rule("[bold]a bad release")
-            caught, detail, bad = _bad_release(stack, out, good, source, target)
-            summary["bad_release"] = detail
-            drawn[f"{good.model} (bad release)"] = bad
-            code = code or (0 if caught else 1)
-        for picture in _pictures(stack, out, drawn):
-            console.print(f"picture: {picture}")
-        summary["wall_s"] = round(time.monotonic() - t0, 1)
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        console.print(f"done in {summary['wall_s']:.0f}s; summary {out / 'summary.json'}")
-        return code
+        ctl = _start_controller(stack, out, source, chosen) if seed else None
+        real = sys.stdout  # the promoter says what it ran while a pipeline's output is filtered
+        promoter = (demo_controller.Promoter(Kube.connect(str(stack.kubeconfig)), stack.kubeconfig,
+                                             lambda text: print(text, file=real, flush=True))
+                    if ctl is not None else None)
+        with promoter or contextlib.nullcontext():
+            return _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter)
     finally:
+        if ctl is not None:
+            ctl.stop()
         stack.close()
+
+
+def _start_controller(stack: LocalStack, out: Path, env: str,
+                      models: list[str]) -> demo_controller.Controllers:
+    """The GitOps path: the controller's RBAC, a RolloutPolicy per model, two leader-elected replicas."""
+    admin = Kube.connect(str(stack.kubeconfig))
+    sa = demo_controller.install_rbac(admin, stack.kubeconfig, out / "work" / "controller-sa.kubeconfig")
+    policies = demo_controller.create_policies(admin, stack.repo.url, env, models)
+    ctl = demo_controller.Controllers(sa, out).start(replicas=2)
+    console.print("in-cluster controller: overlays/controller RBAC applied; 2 replicas of `lwsflow "
+                  f"controller run --leader-elect` as system:serviceaccount:{demo_controller.SYSTEM_NS}:"
+                  f"{demo_controller.SERVICE_ACCOUNT} (logs {out}/controller-*.log)")
+    for p in policies:
+        stages = " → ".join(("⏸ " if "pause" in s else "") + str(s["groups"]) for s in p["spec"]["stages"])
+        ref = p["spec"]["targetRef"]
+        console.print(f"rolloutpolicy {p['metadata']['namespace']}/{p['metadata']['name']} → "
+                      f"{ref['kind']}/{ref['name']}: stages {stages}"
+                      + (" (⏸ a manual gate: kubectl lwsflow promote)" if any("pause" in s for s in
+                                                                            p["spec"]["stages"]) else ""))
+    return ctl
+
+
+def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, target: str, bad_release: bool,
+              t0: float, ctl: demo_controller.Controllers | None,
+              promoter: demo_controller.Promoter | None) -> int:
+    """Release every model, then a bad release; the summary."""
+    runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
+    results = [_result(r) for r in runs]
+    console.print(_table(results, f"deploy-model: build → render → build-overlays → promote {source} → "
+                                  f"rollout → smoke → promote {target or 'nowhere'}"))
+    summary: dict[str, Any] = {"models": [asdict(x) for x in results]}
+    code = 0 if all(x.ok for x in results) else 1
+    good = next((x for x in results if x.ok), None)
+    drawn = {r.model: r for r in runs}
+    if bad_release and good is not None:
+        console.rule("[bold]a bad release")
+        caught, detail, bad = _bad_release(stack, out, good, source, target, controller=ctl is not None)
+        summary["bad_release"] = detail
+        drawn[f"{good.model} (bad release)"] = bad
+        code = code or (0 if caught else 1)
+    for picture in _pictures(stack, out, drawn):
+        console.print(f"picture: {picture}")
+    if ctl is not None and promoter is not None:
+        summary["controller"] = _controller_summary(ctl, promoter)
+    summary["wall_s"] = round(time.monotonic() - t0, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    console.print(f"done in {summary['wall_s']:.0f}s; summary {out / 'summary.json'}")
+    return code
+
+
+def _controller_summary(ctl: demo_controller.Controllers,
+                        promoter: demo_controller.Promoter) -> dict[str, Any]:
+    """What the controller replicas did, from their logs, and the promotions passed at a gate."""
+    logs = ctl.logs()
+    return {"leaders": len(re.findall(r"became leader", logs)), "promoted": promoter.promoted,
+            "log_lines": [ln for ln in logs.splitlines()
+                          if re.search(r"became leader|waits for promotion|rolled back|succeeded|403", ln)]}

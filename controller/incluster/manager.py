@@ -208,6 +208,9 @@ class Controller:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)
                     log.info("%s: %s", key, out.message)
+            except ApiError as exc:  # e.g. 403 from RBAC: one line; the next pass tries again
+                log.warning("%s: rollout: %s", key, exc)
+                self.metrics.reconcile_errors.inc()
             except Exception:  # a driver's crash must not take the controller down; the state is safe
                 log.exception("%s: rollout driver failed", key)
                 self.metrics.reconcile_errors.inc()

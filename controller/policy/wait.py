@@ -34,6 +34,9 @@ def find_policy(kube: Kube, namespace: str, kind: str, name: str) -> Obj | None:
     return None
 
 
+HUMAN_PHASES = ("WaitingForPromotion", "Paused")  # the rollout waits for a person, not the cluster
+
+
 def verdict(status: Obj, template_hash: str) -> str | None:
     """"Succeeded", a failed phase, or None (no verdict on ``template_hash`` yet)."""
     if status.get("stableRevision") == template_hash and status.get("phase") in ("Idle", "Succeeded"):
@@ -51,9 +54,13 @@ def verdict(status: Obj, template_hash: str) -> str | None:
 def await_verdict(kube: Kube, clock: Clock, namespace: str, policy: str, template_hash: str, *,
                   timeout_s: float, on_phase: Callable[[str], None] = lambda _p: None) -> Obj:
     """The policy's status once the controller decided on ``template_hash``; OperationFailed when
-    ``timeout_s`` of cluster time passes first (a manual gate nobody passes, a stopped controller)."""
+    ``timeout_s`` of cluster time passes first (a stopped controller, a rollout stuck past its
+    deadlines). Time spent waiting for a person (``WaitingForPromotion``, ``Paused``) does not
+    count: a human's pace is not the cluster's (the embedded cluster runs x600); the pipeline task's
+    own timeout bounds a gate nobody passes."""
     deadline = clock.now() + timeout_s
     last = ""
+    held_since: float | None = None
     while True:
         for obj in watch.follow(kube, ROLLOUT_POLICY, namespace, policy, wall_budget=2.0):
             status = obj.get("status") or {}
@@ -63,7 +70,14 @@ def await_verdict(kube: Kube, clock: Clock, namespace: str, policy: str, templat
                 last = phase
             if verdict(status, template_hash) is not None:
                 return status
-            if clock.now() > deadline:
+            now = clock.now()
+            if phase in HUMAN_PHASES:
+                held_since = now if held_since is None else held_since
+                continue
+            if held_since is not None:
+                deadline += now - held_since
+                held_since = None
+            if now > deadline:
                 raise OperationFailed(f"rolloutpolicy {namespace}/{policy}: no verdict on template "
                                       f"{template_hash} within {timeout_s:g}s (phase {phase or 'none'})")
         time.sleep(0)  # the follow budget ran out: look again

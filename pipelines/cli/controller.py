@@ -70,10 +70,13 @@ def run(
 
     if namespace and all_namespaces:
         raise InvalidInput("--namespace and --all-namespaces exclude each other", field="namespace")
-    try:
-        lease_s, resync_s = parse_duration(lease_duration), parse_duration(resync)
-    except ValueError as exc:
-        raise InvalidInput(str(exc), field="lease-duration") from None
+    durations: dict[str, float] = {}
+    for flag, text in (("lease-duration", lease_duration), ("resync", resync)):
+        try:
+            durations[flag] = parse_duration(text)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field=flag) from None
+    lease_s, resync_s = durations["lease-duration"], durations["resync"]
     if lease_s < 3:
         raise InvalidInput("must be at least 3s", field="lease-duration")
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")

@@ -32,6 +32,24 @@ def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalo
     # the gate's verdict as one clean line; no exception class paths in the progress
     assert "bad release: rolled back at stage 1: deadline (" in out
     assert "lwsflow.controller.errors" not in out and "Traceback" not in out
+    # the GitOps path (issue 16): the controller's RBAC, a policy with a manual gate before the last
+    # stage, two leader-elected replicas with the ServiceAccount's token; no step drove a rollout
+    assert "rolloutpolicy llm-dev/llama-70b → LeaderWorkerSet/llama-70b: stages 1 → ⏸ 100%" in out
+    assert "system:serviceaccount:lwsflow-system:lwsflow-controller" in out
+    reports = tmp_path / "reports"
+    for release in ("release", "bad-release"):
+        roll = json.loads((reports / release / "llama-70b" / "rollout.json").read_text())
+        assert roll["mode"] == "controller" and roll["policy"] == "llama-70b", roll
+    ctl = summary["controller"]
+    assert ctl["leaders"] >= 1, ctl  # a replica took the Lease (the other stood by, or took over)
+    assert "$ kubectl lwsflow promote llama-70b -n llm-dev\n" in out
+    assert "\nllm-dev/llama-70b: stage 2 promoted (rollout " in out
+    assert [(p["policy"], p["stage"], p["rc"]) for p in ctl["promoted"]] == [("llm-dev/llama-70b", "2", "0")]
+    logs = "\n".join(ctl["log_lines"])
+    assert "waits for promotion of stage 2" in logs and "succeeded" in logs, logs
+    assert "llm-dev/llama-70b: rolled back: stage 1 deadline (" in logs, logs
+    assert "403" not in logs
+    assert bad["checks"]["rolled back by the in-cluster controller"]
     assert code == 0
 
 
@@ -61,4 +79,6 @@ def test_demo_on_a_new_dev_prod_catalog_promotes_in_its_own_order(
     assert bad["checks"] == {k: True for k in bad["checks"]}, bad
     assert "prod not promoted" in bad["checks"] and "dev pin reverted in git" in bad["checks"]
     assert "-broken" not in bad["bad_image"]  # no name pattern decides
+    assert json.loads((reports / "rollout.json").read_text())["mode"] == "controller"
+    assert bad["checks"]["rolled back by the in-cluster controller"]
     assert code == 0

@@ -279,3 +279,34 @@ def test_pair_manual_gate(env: Env) -> None:
         assert kubectl_plugin.main(["promote", "pq", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
         wait_policy(env, "pq", lambda s: s.get("phase") == "Succeeded", timeout=90)
     assert env.rec.partitions["q-prefill"] == [4, 3, 0, 4] and env.rec.partitions["q-decode"] == [2, 1, 0, 2]
+
+
+def test_pipeline_wait_does_not_count_a_manual_gate(env: Env) -> None:
+    """The step's wait budget is cluster time; a person at a manual gate is not (the embedded
+    cluster runs x200 here): a gate held for longer than the whole budget still ends in the verdict."""
+    from lwsflow.components import controller_mode
+    from lwsflow.controller.policy import wait
+
+    env.create_ready(lws_manifest("h", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
+    phases: list[str] = []
+    with running(_controller(env)):
+        wait_policy(env, "ph", lambda s: bool(s.get("stableRevision")))
+
+        def person() -> None:
+            wait_policy(env, "ph", lambda s: s.get("phase") == "WaitingForPromotion")
+            clock = env.clock()
+            t0 = clock.now()
+            while clock.now() < t0 + 900:  # the person looks for 15 virtual minutes: past the budget
+                threading.Event().wait(0.05)
+            assert kubectl_plugin.main(["promote", "ph", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
+
+        helper = threading.Thread(target=person, daemon=True)
+        helper.start()
+        release = new_release(lws_manifest("h", replicas=2, partition=2))
+        data = controller_mode.sync_and_wait(env.kube, env.clock(), [release],
+                                             wait.find_policy(env.kube, NS, "lws", "h"), 600, phases.append)
+        helper.join(timeout=30)
+    assert data["result"] == "succeeded", data
+    assert "WaitingForPromotion" in " ".join(phases)
+    assert env.rec.partitions["h"] == [2, 1, 0, 2]

@@ -1,0 +1,160 @@
+"""overlays/controller's RBAC, enforced: `lwsflow controller run --leader-elect` as its own process
+with only the controller ServiceAccount's token (TokenRequest API through `lwsflow sim token`), every
+request authorised by the shipped ClusterRole/Role through the embedded cluster's RBAC (no admin
+token in the controller). kube-apiserver answers a request no rule allows with 403 Forbidden."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from incluster_env import policy, sync, wait_policy
+from rollout_env import NS, Env, lws_manifest
+
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.controller.errors import Conflict
+from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from lwsflow.controller.rollout import gate
+from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+
+OVERLAY = repo_root() / "overlays" / "controller"
+SYSTEM_NS = "lwsflow-system"
+RBAC_FILES = ("serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "role.yaml",
+              "rolebinding.yaml")
+
+
+def install_rbac(env: Env, tmp_path: Path, *, drop: tuple[str, str] | None = None) -> Path:
+    """kubectl apply the RBAC part of overlays/controller (optionally with one verb taken out of the
+    rule naming a resource), then a kubeconfig for the controller's ServiceAccount."""
+    from lwsflow.pipelines.cli import main
+
+    with contextlib.suppress(Conflict):  # namespaces must exist first, as on a real cluster
+        env.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": SYSTEM_NS}})
+    folder = tmp_path / "controller-rbac"
+    folder.mkdir()
+    for name in RBAC_FILES:
+        shutil.copyfile(OVERLAY / name, folder / name)
+    if drop is not None:
+        resource, verb = drop
+        role = load_yaml_documents(folder / "clusterrole.yaml")[0]
+        rules = [r for r in role["rules"] if resource in r["resources"]]
+        assert rules and verb in rules[0]["verbs"], (resource, verb)
+        rules[0]["verbs"].remove(verb)
+        (folder / "clusterrole.yaml").write_text(dump_yaml(role))
+    (folder / "kustomization.yaml").write_text(dump_yaml({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": SYSTEM_NS,
+        "resources": list(RBAC_FILES)}))
+    kubectl = Path(sys.executable).parent / "kubectl"
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k", str(folder)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    sa = tmp_path / "controller-sa.kubeconfig"
+    assert main(["sim", "token", "lwsflow-controller", "-n", SYSTEM_NS, "--kubeconfig", str(env.kubeconfig),
+                 "--kubeconfig-out", str(sa)]) == 0
+    return sa
+
+
+@contextlib.contextmanager
+def controller_process(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`lwsflow controller run` as the Deployment runs it (leader election on a Lease in its own
+    namespace), with the ServiceAccount's kubeconfig only."""
+    lwsflow = Path(sys.executable).parent / "lwsflow"
+    env = {**os.environ, "LWSFLOW_LOG": "text"}
+    env.pop("KUBECONFIG", None)
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(lwsflow), "controller", "run", "-n", NS, "--leader-elect", f"--lease-namespace={SYSTEM_NS}",
+             "--lease-duration=3s", "--resync=1s", "--metrics-addr=127.0.0.1:0",
+             "--health-addr=127.0.0.1:0", f"--kubeconfig={kubeconfig}"],
+            stdout=sink, stderr=subprocess.STDOUT, env=env)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_or_log(env: Env, log: Path, pred: Callable[[dict], bool], timeout: float) -> dict:
+    try:
+        return wait_policy(env, "m", pred, timeout=timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\ncontroller log:\n{log.read_text()}") from None
+
+
+def test_staged_rollout_with_only_the_controller_service_account(env: Env, tmp_path: Path) -> None:
+    """The shipped RBAC is sufficient: the controller process takes the Lease, adopts the running
+    template, stages the synced one 1 → 100% and the policy ends Succeeded, with no 403 logged."""
+    env.create_ready(lws_manifest("m", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("m", "m", [{"groups": 1}, {"groups": "100%"}],
+                                               progressDeadline="2m"))
+    sa = install_rbac(env, tmp_path)
+    log = tmp_path / "controller.log"
+    with controller_process(sa, log) as proc:
+        wait_or_log(env, log, lambda s: bool(s.get("stableRevision")), timeout=60)
+        sync(env, "m", "vllm:2")
+        done = wait_or_log(env, log, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"),
+                           timeout=120)
+        assert proc.poll() is None, log.read_text()
+        # the Lease in the controller's namespace (the Role), held by the process
+        lease = env.kube.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NS}/leases/"
+                                        "lwsflow-controller")
+        assert lease["spec"].get("holderIdentity"), lease
+    text = log.read_text()
+    assert done["status"]["phase"] == "Succeeded", text
+    assert done["status"]["stages"] == 2, done["status"]
+    live = env.kube.get(LWS, NS, "m")
+    # every group on the new template, the partition back at replicas (frozen for the next sync)
+    assert live["status"]["updatedReplicas"] == 2 and gate.partition(live) == 2, live["status"]
+    worker = live["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert worker["spec"]["containers"][0]["image"] == "vllm:2"
+    assert "became leader" in text and "403" not in text and "Traceback" not in text, text
+
+
+def test_a_missing_verb_is_a_403_in_one_log_line_and_the_rollout_does_not_move(env: Env,
+                                                                               tmp_path: Path) -> None:
+    """Without `patch` on leaderworkersets the controller can neither adopt the running template nor
+    start the staged rollout of a synced one: the API server's 403 in one WARNING line naming the
+    ServiceAccount, the verb and the resource, retried on every pass; the synced template stays
+    frozen (partition = replicas) and no rollout state is written on the target."""
+    env.create_ready(lws_manifest("m", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("m", "m", [{"groups": 1}, {"groups": "100%"}],
+                                               progressDeadline="2m"))
+    sa = install_rbac(env, tmp_path, drop=("leaderworkersets", "patch"))
+    log = tmp_path / "controller.log"
+    forbidden = ('403 Forbidden: leaderworkersets.leaderworkerset.x-k8s.io "m" is forbidden: User '
+                 f'"system:serviceaccount:{SYSTEM_NS}:lwsflow-controller" cannot patch resource '
+                 f'"leaderworkersets" in API group "leaderworkerset.x-k8s.io" in the namespace "{NS}"')
+    with controller_process(sa, log) as proc:
+        # the first write it needs (adopting the running template as stable) is refused already
+        _wait_for_line(log, forbidden)
+        sync(env, "m", "vllm:2")
+        seen = log.read_text().count(forbidden)
+        _wait_for_line(log, forbidden, after=seen)  # the synced template: refused again, on every pass
+        assert proc.poll() is None, log.read_text()  # a 403 is logged and retried, not a crash
+    lines = [ln for ln in log.read_text().splitlines() if "403 Forbidden" in ln]
+    assert lines, log.read_text()
+    assert lines[0].startswith("WARNING ") and lines[0].endswith(forbidden), lines[0]
+    assert "Traceback" not in log.read_text()
+    live = env.kube.get(LWS, NS, "m")
+    assert gate.partition(live) == 2
+    assert not [k for k in live["metadata"].get("annotations", {}) if k.startswith("rollout.lwsflow.io/")]
+    status = env.kube.get(ROLLOUT_POLICY, NS, "m")["status"]
+    assert status.get("phase") not in ("Progressing", "Succeeded"), status
+    assert not status.get("stableRevision"), status
+
+
+def _wait_for_line(log: Path, line: str, *, after: int = 0, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while log.read_text().count(line) <= after:
+        assert time.monotonic() < end, f"no {line!r} in the controller log:\n{log.read_text()}"
+        time.sleep(0.1)
