@@ -14,14 +14,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from incluster_env import policy, sync, wait_policy
-from rollout_env import NS, Env, lws_manifest
-
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.errors import Conflict
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from reliability.incluster_env import policy, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest
 
 OVERLAY = repo_root() / "overlays" / "controller"
 SYSTEM_NS = "lwsflow-system"
