@@ -161,8 +161,13 @@ class LwsController:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                # as upstream CreateHeadlessServiceIfNotExists builds it: no labels
-                "metadata": {"name": svc_name, "namespace": ns, "ownerReferences": [owner_ref(owner)]},
+                # as upstream CreateHeadlessServiceIfNotExists builds it: labelled with the set's name only
+                "metadata": {
+                    "name": svc_name,
+                    "namespace": ns,
+                    "labels": {L.NAME: lws["metadata"]["name"]},
+                    "ownerReferences": [owner_ref(owner)],
+                },
                 "spec": {
                     "clusterIP": "None",
                     "clusterIPs": ["None"],
@@ -359,7 +364,12 @@ class LwsController:
                 "spec": {
                     "replicas": size - 1,
                     "ordinals": {"start": 1},
-                    "selector": {"matchLabels": {L.NAME: v.name, L.GROUP_KEY: group_labels[L.GROUP_KEY]}},
+                    # upstream pod_controller selects on name, group-index and group-key
+                    "selector": {"matchLabels": {
+                        L.NAME: v.name,
+                        L.GROUP_INDEX: group_labels[L.GROUP_INDEX],
+                        L.GROUP_KEY: group_labels[L.GROUP_KEY],
+                    }},
                     "serviceName": v.name if v.subdomain_policy != "UniquePerReplica" else leader_name,
                     "podManagementPolicy": "Parallel",
                     "template": worker,

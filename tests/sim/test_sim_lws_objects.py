@@ -28,6 +28,10 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     assert leader["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
     worker = st.get(STS, NS, "demo-1")
     assert worker["spec"]["replicas"] == 2 and worker["spec"]["ordinals"] == {"start": 1}
+    # upstream pod_controller.go (v0.9.0 and later) selects a group's workers on name, group-index
+    # and group-key
+    assert worker["spec"]["selector"]["matchLabels"] == {
+        L.NAME: "demo", L.GROUP_INDEX: "1", L.GROUP_KEY: group_key(NS, "demo-1")}
     assert worker["metadata"]["ownerReferences"][0] == {
         "apiVersion": "v1", "kind": "Pod", "name": "demo-1",
         "uid": st.get("pods", NS, "demo-1")["metadata"]["uid"], "controller": True,
@@ -37,6 +41,9 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     svc = st.get("services", NS, "demo")
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"] == {L.NAME: "demo"}
+    # upstream CreateHeadlessServiceIfNotExists labels the Service with the set's name
+    # (pkg/utils/controller/controller_utils.go, v0.9.0 and later)
+    assert svc["metadata"]["labels"] == {L.NAME: "demo"}
     revs = st.list("controllerrevisions.apps", NS)[0]
     assert [r["metadata"]["labels"][L.TEMPLATE_REVISION_HASH] for r in revs] == [rev]
     assert set(revs[0]["data"]["spec"]) == {"leaderWorkerTemplate", "networkConfig"}
@@ -75,7 +82,8 @@ def test_unique_per_replica_subdomain(cluster: Cluster):
     upstream pod webhook sets the leader's ``spec.subdomain`` to its own name (pod_webhook.go), and
     the worker StatefulSet's serviceName is <lws>-<g>. The per-replica Service is created by the pod
     controller exactly as ``CreateHeadlessServiceIfNotExists`` builds it: headless, selector
-    {name, group-index}, publishNotReadyAddresses, no labels, controller-owned by the leader pod."""
+    {name, group-index}, publishNotReadyAddresses, labelled {name: <lws>} (controller_utils.go sets
+    ``Labels: {SetNameLabelKey: lws.Name}``, v0.9.0 and later), controller-owned by the leader pod."""
     cluster.store.create(LWS, make_lws("tpu-style", replicas=3, size=3,
                                        networkConfig={"subdomainPolicy": "UniquePerReplica"}))
     cluster.run_until(available("tpu-style"), 3600)
@@ -86,7 +94,7 @@ def test_unique_per_replica_subdomain(cluster: Cluster):
         svc = cluster.store.get("services", NS, group)
         assert svc["spec"]["selector"] == {L.NAME: "tpu-style", L.GROUP_INDEX: str(g)}
         assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
-        assert "labels" not in svc["metadata"]
+        assert svc["metadata"]["labels"] == {L.NAME: "tpu-style"}
         assert svc["metadata"]["ownerReferences"] == [{
             "apiVersion": "v1", "kind": "Pod", "name": group, "uid": leader["metadata"]["uid"],
             "controller": True, "blockOwnerDeletion": True}]
