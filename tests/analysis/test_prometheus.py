@@ -71,10 +71,10 @@ def _wait(pred: object, timeout: float = 20.0) -> None:
 
 
 def test_scrapes_engines_and_analysis_catches_the_slower_revision(prom: Prometheus) -> None:
-    """stable TTFT 50 ms, new 70 ms (40% slower): both are up (readiness would pass), the p95 TTFT
+    """stable TTFT 45 ms, new 63 ms (40% slower): both are up (readiness would pass), the p95 TTFT
     comparison with 10% tolerance fails the new revision; the same new revision compared with itself
     passes (a good release)."""
-    with start_engine(model="m", ttft_s=0.05) as old, start_engine(model="m", ttft_s=0.07) as new:
+    with start_engine(model="m", ttft_s=0.045) as old, start_engine(model="m", ttft_s=0.063) as new:
         prom.sync_from_pods([_pod("llama-0", "127.0.0.1", old.port, "old"),
                              _pod("llama-1", "127.0.0.1", new.port, "new", group="1")])
         _wait(lambda: prometheus_value(prom.url, 'count(up{lws="llama"} == 1)') == 2)
@@ -84,7 +84,8 @@ def test_scrapes_engines_and_analysis_catches_the_slower_revision(prom: Promethe
         p_old = prometheus_value(prom.url, render(HIST, dict(ARGS, revision="old")))
         p_new = prometheus_value(prom.url, render(HIST, ARGS))
         assert p_old is not None and p_new is not None
-        assert 0.04 < p_old < 0.06 < p_new < 0.08
+        # vLLM's buckets (0.04, 0.06, 0.08): the two revisions land in neighbouring buckets
+        assert p_new > p_old * 1.1, (p_old, p_new)
         spec = validate_spec({"metrics": [{
             "name": "ttft-p95", "interval": "0.3s", "count": 2,
             "provider": {"prometheus": {"query": HIST}},
