@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from lwsflow.controller.api import labels
 from lwsflow.controller.api.serving import serving_port
+from lwsflow.sim.config import ImageProfile, image_digest
 from lwsflow.sim.engine.server import EngineHandle, start_engine
 
 ENGINE_MODE_ANNOTATION = "sim.lwsflow.io/engine-mode"
@@ -47,8 +49,10 @@ def engine_modes(pod: dict) -> str:
 class EnginePodHook:
     """Pod hook for the embedded cluster: one engine per running leader pod, stopped with the pod."""
 
-    def __init__(self, **engine_options: object) -> None:
+    def __init__(self, profile_of: Callable[[str], ImageProfile | None] | None = None,
+                 **engine_options: object) -> None:
         self._options = engine_options
+        self._profile_of = profile_of  # image digest -> ImageProfile (the cluster config's ``images``)
         self._lock = threading.Lock()
         self.engines: dict[tuple[str, str], EngineHandle] = {}
 
@@ -71,11 +75,22 @@ class EnginePodHook:
                     host=ip, port=port, role=lbl.get(labels.ROLE) or lbl.get(labels.DS_ROLE) or "aggregated",
                     model=ann.get(labels.SERVED_MODEL) or lbl.get(labels.MODEL) or "stub-model",
                     **{"modes": engine_modes(pod), "side_channel_port": SIDE_CHANNEL_PORT,
-                       **self._options})
+                       **self._options, **self._profile_options(pod)})
             except (OSError, ValueError) as exc:  # a pod that cannot serve: it will fail smoke, not crash
                 log.warning("engine for pod %s/%s did not start: %s", *key, exc)
                 return
             self.engines[key] = handle
+
+    def _profile_options(self, pod: dict) -> dict[str, object]:
+        """Engine options from the behaviour profile of the pod's first image with a known digest."""
+        if self._profile_of is None:
+            return {}
+        for c in pod.get("spec", {}).get("containers", []):
+            digest = image_digest(c.get("image", ""))
+            profile = self._profile_of(digest) if digest else None
+            if profile is not None:
+                return dict(profile.engine_options())
+        return {}
 
     def listening(self, pod: dict, port: int) -> bool | None:
         """Whether this pod's stand-in engine listens on ``port``; None when no engine backs the pod
