@@ -20,7 +20,8 @@ from lwsflow.pipelines.cli.output import one_line, print_error
 __all__ = ["entry", "main", "one_line"]
 
 # Each area owns one module; importing it registers its commands on `app`.
-_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "controller")
+_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "controller",
+                    "analysis")
 
 
 def _register() -> None:
