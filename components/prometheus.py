@@ -14,7 +14,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,19 @@ class Prometheus:
     workdir: Path
     proc: subprocess.Popen[bytes] = field(repr=False)
     _own_dir: bool = field(default=False, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def follow(self, list_pods: Callable[[], list[dict[str, Any]]], every_s: float = 1.0) -> None:
+        """Keep the targets in step with ``list_pods()`` in a background thread until ``stop()``
+        (new pods are scraped from their first seconds, so a window can cover them)."""
+        def loop() -> None:
+            while not self._stop.wait(every_s):
+                try:
+                    self.sync_from_pods(list_pods())
+                except Exception:  # an API hiccup: keep the last targets, try again next round
+                    continue
+        self.sync_from_pods(list_pods())
+        threading.Thread(target=loop, name="prometheus-targets", daemon=True).start()
 
     def set_targets(self, groups: list[dict[str, Any]]) -> None:
         write_targets(self.targets_path, groups)
@@ -107,7 +122,25 @@ class Prometheus:
         targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
         return targets
 
+    def wait_for_targets(self, pods: set[str], timeout_s: float = 20.0) -> bool:
+        """Wait until every pod named in ``pods`` is an active, scraped target. Prometheus's discovery
+        manager hands new targets to the scrapers at most every 5 s, so a just-written target file
+        takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                seen = {t["labels"].get("pod") for t in self.active_targets() if t.get("lastScrape", "")
+                        and not t["lastScrape"].startswith("0001")}
+            except (httpx.HTTPError, KeyError, ValueError):
+                seen = set()
+            if pods <= seen:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
     def stop(self) -> None:
+        self._stop.set()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
