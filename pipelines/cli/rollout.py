@@ -2,7 +2,7 @@
 
     lwsflow rollout run lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] [--stages 1,25%,50%,100%]
         [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
-        [--auto-budget] [--smoke] [--hook CMD] [--probe URL]
+        [--auto-budget] [--smoke] [--hook CMD] [--probe URL] [--analysis SPEC --prometheus URL|local]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
     lwsflow rollout abort TARGET -n NS [--report FILE]
