@@ -67,6 +67,7 @@ def evaluate(tree: ast.Expression, values: Mapping[str, float | None]) -> bool:
 
 def _eval(node: ast.AST, values: Mapping[str, float | None]) -> float | bool:
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, (int, float))  # _check admits numbers only
         return float(node.value)
     if isinstance(node, ast.Name):
         if node.id in _CONSTS:

@@ -42,9 +42,9 @@ def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> f
         raise ProviderError(f"prometheus: {doc.get('errorType', '')} {doc.get('error', '')}".strip()[:300])
     data = doc.get("data") or {}
     rtype, result = data.get("resultType"), data.get("result")
-    if rtype == "scalar":
+    if rtype == "scalar" and isinstance(result, list) and len(result) == 2:
         value = _number(result[1], "prometheus")
-    elif rtype == "vector":
+    elif rtype == "vector" and isinstance(result, list):
         if not result:
             return None
         if len(result) > 1:
