@@ -26,6 +26,7 @@ class LoadStats:
     ok: int = 0
     errors: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
+    endpoint_errors: int = 0  # times the endpoint source raised (the last endpoints were kept)
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,12 @@ class LoadGenerator:
                 self.stats.errors += 1
 
     def _loop(self) -> None:
+        urls: list[str] = []
         while not self._stop.wait(self._rng.expovariate(self.spec.rate)):
-            urls = self._endpoints()
+            try:
+                urls = self._endpoints()
+            except Exception:  # the endpoint source hiccuped (API timeout): keep the last ones
+                self.stats.endpoint_errors += 1
             if not urls:
                 continue
             url = self._rng.choice(sorted(urls))

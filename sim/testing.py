@@ -75,7 +75,8 @@ class EmbeddedCluster:
             from lwsflow.sim.engine import EnginePodHook
 
             images = self.cluster.config.images  # behaviour profiles by digest (also learned at run time)
-            self.engines = EnginePodHook(profile_of=images.get, **dict(engine_options or {}))
+            self.engines = EnginePodHook(profile_of=images.get, clock=self.cluster.now,
+                                         **dict(engine_options or {}))
             self.cluster.pod_hooks.append(self.engines)
         self.speed = speed
         self.token = token if token is not None else secrets.token_urlsafe(24)

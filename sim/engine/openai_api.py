@@ -15,7 +15,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -98,7 +98,8 @@ class Generation:
 class Engine:
     """State of one stand-in engine: role, model, faults, metrics, and (prefill) the KV side channel."""
 
-    def __init__(self, host: str, role: str, model: str, options: EngineOptions) -> None:
+    def __init__(self, host: str, role: str, model: str, options: EngineOptions,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if role not in ROLES:
             raise InvalidInput(f"must be one of {', '.join(ROLES)}, got {role!r}", field="role")
         self.role, self.options = role, options
@@ -109,7 +110,8 @@ class Engine:
         self.metrics = EngineMetrics(self.model)
         self.stopped = threading.Event()
         self.engine_id = str(uuid.uuid4())
-        self.started = time.monotonic()
+        self.clock = clock  # uptime for slowdown_per_min: the cluster's clock when a pod hook runs it
+        self.started = clock()
         self.rng = random.Random(options.seed if options.seed is not None else self.engine_id)
         self._rng_lock = threading.Lock()
         self.side_channel: kv.SideChannel | None = None
@@ -221,7 +223,7 @@ class Engine:
             with self._rng_lock:
                 v = self.rng.lognormvariate(math.log(median), sigma)
         if self.options.slowdown_per_min:
-            v *= 1 + self.options.slowdown_per_min * (time.monotonic() - self.started) / 60
+            v *= 1 + self.options.slowdown_per_min * (self.clock() - self.started) / 60
         return v
 
     def _latency(self, scope: str) -> tuple[float, float]:

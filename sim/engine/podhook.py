@@ -50,8 +50,9 @@ class EnginePodHook:
     """Pod hook for the embedded cluster: one engine per running leader pod, stopped with the pod."""
 
     def __init__(self, profile_of: Callable[[str], ImageProfile | None] | None = None,
-                 **engine_options: object) -> None:
+                 clock: Callable[[], float] | None = None, **engine_options: object) -> None:
         self._options = engine_options
+        self._clock = clock  # the cluster's clock: a profile's slowdown counts cluster minutes
         self._profile_of = profile_of  # image digest -> ImageProfile (the cluster config's ``images``)
         self._lock = threading.Lock()
         self.engines: dict[tuple[str, str], EngineHandle] = {}
@@ -74,6 +75,7 @@ class EnginePodHook:
                 handle = start_engine(
                     host=ip, port=port, role=lbl.get(labels.ROLE) or lbl.get(labels.DS_ROLE) or "aggregated",
                     model=ann.get(labels.SERVED_MODEL) or lbl.get(labels.MODEL) or "stub-model",
+                    clock=self._clock,
                     **{"modes": engine_modes(pod), "side_channel_port": SIDE_CHANNEL_PORT,
                        **self._options, **self._profile_options(pod)})
             except (OSError, ValueError) as exc:  # a pod that cannot serve: it will fail smoke, not crash

@@ -98,8 +98,11 @@ def test_slower_release_is_ready_but_fails_analysis_and_rolls_back(env: Env, tmp
     assert rc == 1 and report["result"] == "rolled-back", report["stages"]
     first = report["stages"][0]
     assert first["gate"] and first["result"] == "failed"  # the gate (readiness) passed; analysis did not
-    failed = [m for m in first["analysis"] if m["phase"] == "failed"]
-    assert len(failed) == 2 and all(m["value"] > m["baseline"] * 1.1 for m in failed), first["analysis"]
+    # every judged measurement saw the new revision >10% slower; on a loaded machine a late one may
+    # find no samples (inconclusive, which fails the stage too)
+    phases = [m["phase"] for m in first["analysis"]]
+    assert "successful" not in phases and phases[0] == "failed", first["analysis"]
+    assert all(m["value"] > m["baseline"] * 1.1 for m in first["analysis"] if m["phase"] == "failed")
     image = env.kube.get(LWS, "default", "llama")["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     assert image["spec"]["containers"][0]["image"].endswith(STABLE)
 

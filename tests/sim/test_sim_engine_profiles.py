@@ -64,7 +64,7 @@ def test_cluster_runs_each_digest_with_its_profile() -> None:
     "Image behaviour by digest"); pods of another digest run the default engine."""
     cfg = small_config(nodes=2, domains=1)
     cfg.serve_engines = True
-    cfg.images[SLOW] = ImageProfile(ttft_s=0.063, error_ratio=0.1)
+    cfg.images[SLOW] = ImageProfile(ttft_s=0.063, error_ratio=0.1, slowdown_per_min=0.1)
     c = Cluster(cfg)
     port = random.randint(20_000, 60_000)
     for name, image in (("slow", f"r.example/engine@{SLOW}"), ("good", "r.example/engine:v1")):
@@ -78,5 +78,9 @@ def test_cluster_runs_each_digest_with_its_profile() -> None:
         opts = {name: hook.engines[("default", f"{name}-0")].engine.options for name in ("slow", "good")}
         assert (opts["slow"].ttft_s, opts["slow"].error_ratio) == (0.063, 0.1)
         assert (opts["good"].ttft_s, opts["good"].error_ratio) == (0.0, 0.0)
+        slow = hook.engines[("default", "slow-0")].engine
+        before = slow._latency("completions")[0]
+        c.advance(600)  # ten cluster minutes (no wall time passes): 10 x 10% slower
+        assert abs(slow._latency("completions")[0] - before - 0.063) < 1e-6
     finally:
         c.close()
