@@ -47,7 +47,8 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
         new, stable, pods = revisions(kube, ctx.namespace, ctx.name)
         if prometheus is not None:  # our own Prometheus: scrape the serving pods before measuring
             all_pods, _ = kube.list(POD, ctx.namespace)
-            names = {g["labels"]["pod"] for g in prometheus.sync_from_pods(all_pods)
+            groups = prometheus.sync_from_pods(all_pods)
+            names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups
                      if g["labels"]["lws"] == ctx.name}
             if not prometheus.wait_for_targets(names):
                 return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")

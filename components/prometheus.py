@@ -122,15 +122,16 @@ class Prometheus:
         targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
         return targets
 
-    def wait_for_targets(self, pods: set[str], timeout_s: float = 20.0) -> bool:
-        """Wait until every pod named in ``pods`` is an active, scraped target. Prometheus's discovery
+    def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
+        """Wait until every (pod, revision) in ``pods`` is an active, scraped target (a group's pod keeps
+        its name across revisions, so the name alone would match the old target). Prometheus's discovery
         manager hands new targets to the scrapers at most every 5 s, so a just-written target file
         takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                seen = {t["labels"].get("pod") for t in self.active_targets() if t.get("lastScrape", "")
-                        and not t["lastScrape"].startswith("0001")}
+                seen = {(t["labels"].get("pod"), t["labels"].get("revision")) for t in self.active_targets()
+                        if t.get("lastScrape", "") and not t["lastScrape"].startswith("0001")}
             except (httpx.HTTPError, KeyError, ValueError):
                 seen = set()
             if pods <= seen:

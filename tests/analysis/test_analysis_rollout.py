@@ -98,10 +98,10 @@ def test_slower_release_is_ready_but_fails_analysis_and_rolls_back(env: Env, tmp
     assert rc == 1 and report["result"] == "rolled-back", report["stages"]
     first = report["stages"][0]
     assert first["gate"] and first["result"] == "failed"  # the gate (readiness) passed; analysis did not
-    # every judged measurement saw the new revision >10% slower; on a loaded machine a late one may
-    # find no samples (inconclusive, which fails the stage too)
+    # every judged measurement saw the new revision >10% slower; now and then one window finds no
+    # samples of the new pod (inconclusive; docs/analysis.md "Not done yet")
     phases = [m["phase"] for m in first["analysis"]]
-    assert "successful" not in phases and phases[0] == "failed", first["analysis"]
+    assert "successful" not in phases and "failed" in phases, first["analysis"]
     assert all(m["value"] > m["baseline"] * 1.1 for m in first["analysis"] if m["phase"] == "failed")
     image = env.kube.get(LWS, "default", "llama")["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     assert image["spec"]["containers"][0]["image"].endswith(STABLE)
