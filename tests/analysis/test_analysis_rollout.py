@@ -28,7 +28,7 @@ SAME = "sha256:" + "3" * 64  # a good release: as fast as stable
 MODEL = "m"
 SPEED = 20.0  # virtual seconds per wall second; analysis runs in wall time (Prometheus's clock)
 SPEC = {"window": "5s", "metrics": [{
-    "name": "ttft-p95", "initialDelay": "5s", "interval": "1s", "count": 3, "failureLimit": 1,
+    "name": "ttft-p95", "initialDelay": "8s", "interval": "1s", "count": 3, "failureLimit": 1,
     "inconclusiveLimit": 1,
     "provider": {"prometheus": {"query": (
         'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
@@ -89,7 +89,9 @@ def _rollout(env: Env, tmp: Path, digest: str) -> tuple[int, dict[str, Any]]:
         rc = main(["rollout", "run", "lws/llama", "-n", "default", "--kubeconfig", str(env.sim.kubeconfig),
                    "--manifest", str(mf), "--stages", "1,100%", "--analysis", str(spec),
                    "--prometheus", "local", "--report", str(rep)])
-    assert load.stats.ok > 0 and load.stats.errors == 0, load.stats
+    # no engine error; a request in flight to a pod being replaced may lose its connection (status 0)
+    assert load.stats.ok > 0 and set(load.stats.by_status) <= {200, 0}, load.stats
+    assert load.stats.errors <= 0.02 * load.stats.sent, load.stats
     return rc, json.loads(rep.read_text())
 
 
