@@ -56,6 +56,9 @@ class EnginePodHook:
         self._profile_of = profile_of  # image digest -> ImageProfile (the cluster config's ``images``)
         self._lock = threading.Lock()
         self.engines: dict[tuple[str, str], EngineHandle] = {}
+        # the pod UID each engine serves: a replaced pod keeps its name, and the new pod may start
+        # running before the old one's stop is reported
+        self._uids: dict[tuple[str, str], str] = {}
 
     def on_running(self, pod: dict) -> None:
         meta = pod.get("metadata", {})
@@ -67,9 +70,12 @@ class EnginePodHook:
         if not ip:
             return
         key = _key(pod)
+        uid = meta.get("uid", "")
         with self._lock:
             if key in self.engines:
-                return
+                if self._uids.get(key) == uid:
+                    return
+                self.engines.pop(key).stop()  # the old pod of this name: its engine goes with it
             try:
                 port = serving_port(pod.get("spec") or {}, ann)
                 handle = start_engine(
@@ -82,6 +88,7 @@ class EnginePodHook:
                 log.warning("engine for pod %s/%s did not start: %s", *key, exc)
                 return
             self.engines[key] = handle
+            self._uids[key] = uid
 
     def _profile_options(self, pod: dict) -> dict[str, object]:
         """Engine options from the behaviour profile of the pod's first image with a known digest."""
@@ -102,8 +109,13 @@ class EnginePodHook:
         return None if handle is None else handle.port == port
 
     def on_stopped(self, pod: dict) -> None:
+        key = _key(pod)
         with self._lock:
-            handle = self.engines.pop(_key(pod), None)
+            uid = (pod.get("metadata") or {}).get("uid", "")
+            if key in self.engines and uid and self._uids.get(key) not in ("", uid):
+                return  # a stop reported late for the pod this name had before
+            handle = self.engines.pop(key, None)
+            self._uids.pop(key, None)
         if handle is not None:
             handle.stop()
 

@@ -84,3 +84,30 @@ def test_cluster_runs_each_digest_with_its_profile() -> None:
         assert abs(slow._latency("completions")[0] - before - 0.063) < 1e-6
     finally:
         c.close()
+
+
+def test_replaced_pod_of_the_same_name_gets_its_own_engine() -> None:
+    """A rolling update recreates a group's leader under the same name; the new pod may run before
+    the old one's stop is reported. The new pod must get its own engine (its image's profile), and the
+    late stop must not take it down (found by the analysis rollout test: the old engine kept serving)."""
+    from lwsflow.sim.engine import EnginePodHook
+
+    hook = EnginePodHook(profile_of={SLOW: ImageProfile(ttft_s=0.063)}.get)
+    port = random.randint(20_000, 60_000)
+
+    def pod(uid: str, ip: str, image: str) -> dict:
+        return {"metadata": {"name": "llama-1", "namespace": "default", "uid": uid,
+                             "annotations": {L.SERVING_PORT: str(port)}},
+                "spec": {"containers": [{"name": "engine", "image": image}]},
+                "status": {"podIP": ip}}
+    old = pod("u-old", "127.0.0.1", "r.example/vllm:v1")
+    new = pod("u-new", "127.0.0.2", f"r.example/vllm@{SLOW}")
+    try:
+        hook.on_running(old)
+        hook.on_running(new)
+        hook.on_stopped(old)
+        eng = hook.engines[("default", "llama-1")]
+        assert (eng.host, eng.engine.options.ttft_s) == ("127.0.0.2", 0.063)
+        assert httpx.get(f"http://127.0.0.2:{port}/health").status_code == 200
+    finally:
+        hook.close()
