@@ -97,7 +97,8 @@ class Cluster:
         if self.config.serve_engines:  # leader pods serve real HTTP through the stand-in engine
             from lwsflow.sim.engine import EnginePodHook
 
-            self._own_hooks.append(EnginePodHook())
+            self._own_hooks.append(EnginePodHook(profile_of=lambda d: self.config.images.get(d),
+                                                 clock=self.now))
             self.pod_hooks.extend(self._own_hooks)
         self.store.subscribe(self._on_event)
         self._bootstrap()

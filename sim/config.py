@@ -77,11 +77,26 @@ IMAGE_PROFILE_LABEL = "io.lwsflow.sim.profile"  # an image label holding an Imag
 
 class ImageProfile(_Model):
     """How the cluster runs one image, keyed by its digest (``images:`` below): the build says what
-    a release does, not its name. Defaults are a healthy image; later profiles (latency) extend it."""
+    a release does, not its name. Defaults are a healthy image. The serving fields shape the stand-in
+    engine of its leader pods (``serve_engines``): a release that is Ready but slower or flakier, which
+    readiness cannot see and analysis must catch."""
 
     ready: bool = True  # False: the pods run but never become Ready (an engine hung while loading)
     crashes: bool = False  # True: the container dies while loading, forever (a crash loop)
     pull_fails: bool = False  # True: ErrImagePull forever
+    ttft_s: float | None = Field(default=None, ge=0)  # median time to first token (None: engine default)
+    ttft_p95_s: float | None = Field(default=None, ge=0)  # p95 TTFT: log-normal spread around the median
+    itl_s: float | None = Field(default=None, ge=0)  # median inter-token latency
+    itl_p95_s: float | None = Field(default=None, ge=0)
+    error_ratio: float = Field(default=0.0, ge=0, le=1)  # share of generation requests answering 500
+    kv_failure_ratio: float = Field(default=0.0, ge=0, le=1)  # decode: share of failed KV pulls (NIXL)
+    slowdown_per_min: float = Field(default=0.0, ge=0)  # latency grows this share per minute of uptime
+
+    def engine_options(self) -> dict[str, float]:
+        """The stand-in engine options this profile sets (only those given)."""
+        fields = ("ttft_s", "ttft_p95_s", "itl_s", "itl_p95_s", "error_ratio", "kv_failure_ratio",
+                  "slowdown_per_min")
+        return {f: v for f in fields if (v := getattr(self, f)) is not None and f in self.model_fields_set}
 
     @classmethod
     def from_label(cls, text: str, source: str = "") -> ImageProfile:

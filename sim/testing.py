@@ -74,7 +74,9 @@ class EmbeddedCluster:
         if serve_engines:
             from lwsflow.sim.engine import EnginePodHook
 
-            self.engines = EnginePodHook(**dict(engine_options or {}))
+            images = self.cluster.config.images  # behaviour profiles by digest (also learned at run time)
+            self.engines = EnginePodHook(profile_of=images.get, clock=self.cluster.now,
+                                         **dict(engine_options or {}))
             self.cluster.pod_hooks.append(self.engines)
         self.speed = speed
         self.token = token if token is not None else secrets.token_urlsafe(24)

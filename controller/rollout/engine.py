@@ -282,6 +282,10 @@ class Rollout:
                 res = run_hook(hook, HookContext(self.strategy.kind, self.ns, self.name, k + 1,
                                                  len(st.targets), st.targets[k], self.obj))
                 rec.hooks.append(res.detail)
+                rec.analysis.extend(res.records)
+                if res.records:
+                    self.events.emit(self.obj, "AnalysisRun", f"stage {k + 1}: {res.detail}"[:1000],
+                                     warning=not res.ok)
                 if not res.ok:
                     raise StageFailed(f"stage {k + 1} hook failed: {res.detail}")
                 self._done_wall = time.monotonic()

@@ -33,6 +33,8 @@ class HookContext:
 class HookResult:
     ok: bool
     detail: str = ""
+    # what the check measured, one dict per measurement (analysis); kept in the stage's report record
+    records: list[dict[str, object]] = field(default_factory=list)
 
 
 Hook = Callable[[HookContext], "HookResult | bool"]

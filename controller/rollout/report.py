@@ -28,6 +28,7 @@ class StageRecord:
     api_requests: int = 0
     reaction_s: float | None = None  # gate observed true -> next stage's partition written
     hooks: list[str] = field(default_factory=list)
+    analysis: list[dict[str, Any]] = field(default_factory=list)  # every measurement of the stage's hooks
     resumed: bool = False  # this record was continued by a restarted controller
 
 

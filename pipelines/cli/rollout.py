@@ -2,7 +2,7 @@
 
     lwsflow rollout run lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] [--stages 1,25%,50%,100%]
         [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
-        [--auto-budget] [--smoke] [--hook CMD] [--probe URL]
+        [--auto-budget] [--smoke] [--hook CMD] [--probe URL] [--analysis SPEC --prometheus URL|local]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
     lwsflow rollout abort TARGET -n NS [--report FILE]
@@ -97,6 +97,10 @@ def run(
     smoke: Smoke = False,
     hook: Hooks = None,
     probe: Probes = None,
+    analysis: Annotated[str | None, typer.Option(help="analysis spec (file or vllm/sglang template) "
+                                                  "after each stage")] = None,
+    prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for --analysis, or 'local' to "
+                                                    "run one here (scripts/setup installs it)")] = None,
 ) -> int:
     """Start a rollout (or continue the one in progress after a crash).
 
@@ -115,8 +119,41 @@ def run(
     if opts.deadline_s <= 0:
         raise InvalidInput("must be greater than 0", field="deadline")
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
+    spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
     kube, clock = _connect(kubeconfig)
-    return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+    if spec is None:
+        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+    from lwsflow.components.analysis_hook import analysis_hook
+    from lwsflow.components.prometheus import start_prometheus
+    from lwsflow.controller.kube.resources import POD
+
+    local = start_prometheus() if prometheus == "local" else None
+    try:
+        if local is not None:
+            local.follow(lambda: kube.list(POD, tgt.namespace)[0])
+        opts.hooks.append(analysis_hook(spec, kube, local.url if local else prometheus, local))
+        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+    finally:
+        if local is not None:
+            local.stop()
+
+
+def _analysis_spec(path: str | None, prometheus: str | None) -> Any:
+    from pathlib import Path
+
+    from lwsflow.controller.analysis.spec import load_spec
+    from lwsflow.controller.errors import InvalidInput
+
+    if path is None:
+        if prometheus:
+            raise InvalidInput("only used with --analysis", field="--prometheus")
+        return None
+    spec = load_spec(Path(path))
+    if not prometheus and any(m.provider.prometheus and not m.provider.prometheus.address
+                              for m in spec.metrics):
+        raise InvalidInput("the analysis has prometheus metrics; give --prometheus URL or 'local'",
+                           field="--prometheus")
+    return spec
 
 
 @rollout_app.command("pause")

@@ -10,10 +10,12 @@ side channel, and with ``kv_load_failure_policy=fail`` (vLLM's default) a failed
 
 from __future__ import annotations
 
+import math
+import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,8 +35,15 @@ class EngineOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     modes: str = Field("", description="failure modes, e.g. 'slow-ttft=0.5,status500:chat' (see faults)")
-    ttft_s: float = Field(0.0, ge=0, description="base time to first token")
-    itl_s: float = Field(0.0, ge=0, description="base inter-token latency")
+    ttft_s: float = Field(0.0, ge=0, description="base (median) time to first token")
+    itl_s: float = Field(0.0, ge=0, description="base (median) inter-token latency")
+    # behaviour profile (sim/config.py ImageProfile, by image digest): latency spread, errors, decay
+    ttft_p95_s: float | None = Field(None, ge=0, description="p95 TTFT: samples log-normal around ttft_s")
+    itl_p95_s: float | None = Field(None, ge=0, description="p95 ITL: samples log-normal around itl_s")
+    error_ratio: float = Field(0.0, ge=0, le=1, description="share of generation requests answering 500")
+    kv_failure_ratio: float = Field(0.0, ge=0, le=1, description="decode: share of KV pulls that fail")
+    slowdown_per_min: float = Field(0.0, ge=0, description="latency grows by this share per minute up")
+    seed: int | None = Field(None, description="seed of the sampling (None: from the engine id)")
     api_key: str | None = Field(None, description="require this bearer token on /v1 (vLLM --api-key)")
     error_style: Literal["vllm", "sglang"] = Field("vllm", description="nested (vLLM) / flat (SGLang) errors")
     version: str = Field("0.33.0", description="what /version reports")
@@ -89,7 +98,8 @@ class Generation:
 class Engine:
     """State of one stand-in engine: role, model, faults, metrics, and (prefill) the KV side channel."""
 
-    def __init__(self, host: str, role: str, model: str, options: EngineOptions) -> None:
+    def __init__(self, host: str, role: str, model: str, options: EngineOptions,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if role not in ROLES:
             raise InvalidInput(f"must be one of {', '.join(ROLES)}, got {role!r}", field="role")
         self.role, self.options = role, options
@@ -100,6 +110,10 @@ class Engine:
         self.metrics = EngineMetrics(self.model)
         self.stopped = threading.Event()
         self.engine_id = str(uuid.uuid4())
+        self.clock = clock  # uptime for slowdown_per_min: the cluster's clock when a pod hook runs it
+        self.started = clock()
+        self.rng = random.Random(options.seed if options.seed is not None else self.engine_id)
+        self._rng_lock = threading.Lock()
         self.side_channel: kv.SideChannel | None = None
         if role == "prefill":
             store = kv.KVStore(self.engine_id, options.kv_lease_s,
@@ -157,6 +171,10 @@ class Engine:
                          model=self.model, prompt=prompt, prompt_tokens=n_prompt, tokens=tokens,
                          finish_reason=finish, stream=stream,
                          include_usage=bool((body.get("stream_options") or {}).get("include_usage")))
+        if self._draw() < self.options.error_ratio:  # profile: a flaky release fails some requests
+            self.metrics.success.labels(**self.metrics.lv(finished_reason="error")).inc()
+            raise EngineError(500, "InternalServerError", "EngineCore encountered an issue. See stack "
+                              "trace (above) for the root cause.")
         if kvp and self.role == "decode" and kvp.get("do_remote_prefill"):
             gen.external_tokens = self._load_remote_kv(kvp, prompt)
         if kvp and self.role == "prefill" and kvp.get("do_remote_decode"):
@@ -166,6 +184,8 @@ class Engine:
     def _load_remote_kv(self, kvp: dict, prompt: str) -> int:
         t0 = time.monotonic()
         try:
+            if self._draw() < self.options.kv_failure_ratio:
+                raise kv.KVTransferError("NIXL transfer failed (profile kv_failure_ratio)")
             loaded = kv.pull_remote_kv(kvp, prompt, self.options.kv_timeout_s)
         except kv.KVTransferError as exc:
             self.metrics.nixl_failed.labels(**self.metrics.lv()).inc()
@@ -191,8 +211,24 @@ class Engine:
                 "transfer_mode": "pull"}
 
     # -- answers ---------------------------------------------------------------------------------------
+    def _draw(self) -> float:
+        with self._rng_lock:
+            return self.rng.random()
+
+    def _sample(self, median: float, p95: float | None) -> float:
+        """Log-normal with the given median and p95 (p95 <= median: fixed), slowed down over uptime."""
+        v = median
+        if p95 is not None and p95 > median > 0:
+            sigma = math.log(p95 / median) / 1.6449  # z of the 95th percentile
+            with self._rng_lock:
+                v = self.rng.lognormvariate(math.log(median), sigma)
+        if self.options.slowdown_per_min:
+            v *= 1 + self.options.slowdown_per_min * (self.clock() - self.started) / 60
+        return v
+
     def _latency(self, scope: str) -> tuple[float, float]:
-        ttft, itl = self.options.ttft_s, self.options.itl_s
+        o = self.options
+        ttft, itl = self._sample(o.ttft_s, o.ttft_p95_s), self._sample(o.itl_s, o.itl_p95_s)
         if f := self.faults.get("slow-ttft", scope):
             ttft += f.value
         if f := self.faults.get("slow-itl", scope):

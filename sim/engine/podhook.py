@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from lwsflow.controller.api import labels
 from lwsflow.controller.api.serving import serving_port
+from lwsflow.sim.config import ImageProfile, image_digest
 from lwsflow.sim.engine.server import EngineHandle, start_engine
 
 ENGINE_MODE_ANNOTATION = "sim.lwsflow.io/engine-mode"
@@ -47,10 +49,16 @@ def engine_modes(pod: dict) -> str:
 class EnginePodHook:
     """Pod hook for the embedded cluster: one engine per running leader pod, stopped with the pod."""
 
-    def __init__(self, **engine_options: object) -> None:
+    def __init__(self, profile_of: Callable[[str], ImageProfile | None] | None = None,
+                 clock: Callable[[], float] | None = None, **engine_options: object) -> None:
         self._options = engine_options
+        self._clock = clock  # the cluster's clock: a profile's slowdown counts cluster minutes
+        self._profile_of = profile_of  # image digest -> ImageProfile (the cluster config's ``images``)
         self._lock = threading.Lock()
         self.engines: dict[tuple[str, str], EngineHandle] = {}
+        # the pod UID each engine serves: a replaced pod keeps its name, and the new pod may start
+        # running before the old one's stop is reported
+        self._uids: dict[tuple[str, str], str] = {}
 
     def on_running(self, pod: dict) -> None:
         meta = pod.get("metadata", {})
@@ -62,20 +70,36 @@ class EnginePodHook:
         if not ip:
             return
         key = _key(pod)
+        uid = meta.get("uid", "")
         with self._lock:
             if key in self.engines:
-                return
+                if self._uids.get(key) == uid:
+                    return
+                self.engines.pop(key).stop()  # the old pod of this name: its engine goes with it
             try:
                 port = serving_port(pod.get("spec") or {}, ann)
                 handle = start_engine(
                     host=ip, port=port, role=lbl.get(labels.ROLE) or lbl.get(labels.DS_ROLE) or "aggregated",
                     model=ann.get(labels.SERVED_MODEL) or lbl.get(labels.MODEL) or "stub-model",
+                    clock=self._clock,
                     **{"modes": engine_modes(pod), "side_channel_port": SIDE_CHANNEL_PORT,
-                       **self._options})
+                       **self._options, **self._profile_options(pod)})
             except (OSError, ValueError) as exc:  # a pod that cannot serve: it will fail smoke, not crash
                 log.warning("engine for pod %s/%s did not start: %s", *key, exc)
                 return
             self.engines[key] = handle
+            self._uids[key] = uid
+
+    def _profile_options(self, pod: dict) -> dict[str, object]:
+        """Engine options from the behaviour profile of the pod's first image with a known digest."""
+        if self._profile_of is None:
+            return {}
+        for c in pod.get("spec", {}).get("containers", []):
+            digest = image_digest(c.get("image", ""))
+            profile = self._profile_of(digest) if digest else None
+            if profile is not None:
+                return dict(profile.engine_options())
+        return {}
 
     def listening(self, pod: dict, port: int) -> bool | None:
         """Whether this pod's stand-in engine listens on ``port``; None when no engine backs the pod
@@ -85,8 +109,13 @@ class EnginePodHook:
         return None if handle is None else handle.port == port
 
     def on_stopped(self, pod: dict) -> None:
+        key = _key(pod)
         with self._lock:
-            handle = self.engines.pop(_key(pod), None)
+            uid = (pod.get("metadata") or {}).get("uid", "")
+            if key in self.engines and uid and self._uids.get(key) not in ("", uid):
+                return  # a stop reported late for the pod this name had before
+            handle = self.engines.pop(key, None)
+            self._uids.pop(key, None)
         if handle is not None:
             handle.stop()
 

@@ -11,7 +11,8 @@ import contextlib
 import json
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 
 from lwsflow.sim.engine import openai_api
@@ -227,10 +228,13 @@ class EngineHandle:
 
 
 def start_engine(host: str = "127.0.0.1", port: int = 0, role: str = "aggregated",
-                 model: str = "stub-model", **options: object) -> EngineHandle:
-    """Start a stand-in engine in background threads; see ``openai_api.EngineOptions`` for options."""
+                 model: str = "stub-model", clock: Callable[[], float] | None = None,
+                 **options: object) -> EngineHandle:
+    """Start a stand-in engine in background threads; see ``openai_api.EngineOptions`` for options.
+    ``clock`` measures uptime (profile slowdown); default the wall clock."""
     engine = openai_api.Engine(host=host, role=role, model=model,
-                               options=openai_api.EngineOptions.model_validate(options))
+                               options=openai_api.EngineOptions.model_validate(options),
+                               clock=clock or time.monotonic)
     httpd = EngineHTTPServer((host, port), engine)
     ca_pem = None
     if engine.options.tls:

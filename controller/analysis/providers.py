@@ -1,0 +1,93 @@
+"""Where measurements come from: a Prometheus instant query, an HTTP JSON value, or a command's output.
+
+Each returns one number or ``None`` (no data yet); ``ProviderError`` carries a one-line reason that
+makes the measurement inconclusive rather than crashing the analysis.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import httpx
+
+from lwsflow.controller.analysis.spec import CommandProvider, HttpProvider, render
+
+_TIMEOUT_S = 10.0
+
+
+class ProviderError(Exception):
+    pass
+
+
+def _number(v: object, what: str) -> float:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ProviderError(f"{what}: {str(v)[:80]!r} is not a number") from None
+
+
+def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> float | None:
+    """An instant query that must yield one number (a scalar or a one-series vector); None: no series
+    or NaN (e.g. a rate over a window without samples)."""
+    try:
+        resp = httpx.get(f"{address.rstrip('/')}/api/v1/query", params={"query": query}, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"prometheus {address}: {type(exc).__name__}") from None
+    try:
+        doc = resp.json()
+    except ValueError:
+        raise ProviderError(f"prometheus answered HTTP {resp.status_code} without JSON") from None
+    if doc.get("status") != "success":
+        raise ProviderError(f"prometheus: {doc.get('errorType', '')} {doc.get('error', '')}".strip()[:300])
+    data = doc.get("data") or {}
+    rtype, result = data.get("resultType"), data.get("result")
+    if rtype == "scalar" and isinstance(result, list) and len(result) == 2:
+        value = _number(result[1], "prometheus")
+    elif rtype == "vector" and isinstance(result, list):
+        if not result:
+            return None
+        if len(result) > 1:
+            raise ProviderError(f"query returned {len(result)} series; aggregate it to one (sum, max ...)")
+        value = _number(result[0]["value"][1], "prometheus")
+    else:
+        raise ProviderError(f"query returned a {rtype}; an instant vector or scalar is needed")
+    return None if math.isnan(value) else value
+
+
+def http_value(p: HttpProvider, args: dict[str, str]) -> float | None:
+    url = render(p.url, args)
+    try:
+        resp = httpx.get(url, timeout=p.timeout)
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"{url}: {type(exc).__name__}") from None
+    if not resp.is_success:
+        raise ProviderError(f"{url}: HTTP {resp.status_code}")
+    if not p.json_path:
+        return _number(resp.text.strip(), url)
+    try:
+        node: object = resp.json()
+    except ValueError:
+        raise ProviderError(f"{url}: answer is not JSON") from None
+    for part in p.json_path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise ProviderError(f"{url}: no {p.json_path!r} in the answer")
+    return None if node is None else _number(node, url)
+
+
+def command_value(p: CommandProvider, args: dict[str, str]) -> float | None:
+    argv = [render(a, args) for a in p.argv]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=p.timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ProviderError(f"{argv[0]}: timed out after {p.timeout:g}s") from None
+    except OSError as exc:
+        raise ProviderError(f"{argv[0]}: {exc.strerror}") from None
+    if proc.returncode != 0:
+        raise ProviderError(f"{argv[0]}: exit {proc.returncode}")
+    lines = proc.stdout.strip().splitlines()
+    return _number(lines[-1], argv[0]) if lines else None

@@ -1,0 +1,220 @@
+"""The analysis spec a user writes (pydantic v2): metrics measured over time, each with a provider, a
+query with ``{{args}}``, success/failure conditions, and an optional comparison with the stable revision.
+
+Semantics follow Argo Rollouts' AnalysisTemplate: ``count`` measurements ``interval`` apart; a
+measurement is failed when ``failureCondition`` holds, or when ``successCondition`` is set and does not
+hold; the metric fails when more than ``failureLimit`` measurements failed, and is inconclusive when more
+than ``inconclusiveLimit`` measurements could not be judged (no data, provider error).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from lwsflow.controller.analysis import expr
+from lwsflow.controller.errors import InvalidInput
+
+ARGS = ("revision", "stable_revision", "namespace", "lws", "role", "window")
+_ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# argument values end up inside PromQL label matchers and URLs: keep them to label-value-safe characters
+ARG_VALUE = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+def parse_duration(v: object) -> float:
+    """Seconds from a number or ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"``."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str) and (m := _DURATION_RE.match(v.strip())):
+        return float(m.group(1)) * _UNIT_S[m.group(2)]
+    raise ValueError(f"{v!r} is not a duration (a number of seconds, or e.g. '30s', '2m')")
+
+
+def promql_duration(seconds: float) -> str:
+    """A PromQL range literal for ``seconds`` (whole milliseconds)."""
+    return f"{max(round(seconds * 1000), 1)}ms"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PrometheusProvider(_Model):
+    address: str | None = None  # None: the --prometheus URL given to the run
+    query: str = Field(min_length=1)
+
+
+class HttpProvider(_Model):
+    url: str = Field(min_length=1)
+    json_path: str = Field("", alias="jsonPath")  # dotted path into the JSON answer; "": the body is a number
+    timeout: float = Field(10.0, gt=0)
+
+
+class CommandProvider(_Model):
+    argv: list[str] = Field(min_length=1)  # prints a number on its last stdout line
+    timeout: float = Field(60.0, gt=0)
+
+
+class Provider(_Model):
+    prometheus: PrometheusProvider | None = None
+    http: HttpProvider | None = None
+    command: CommandProvider | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Provider:
+        if sum(p is not None for p in (self.prometheus, self.http, self.command)) != 1:
+            raise ValueError("give exactly one of prometheus, http, command")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "prometheus" if self.prometheus else ("http" if self.http else "command")
+
+    def templates(self) -> list[str]:
+        if self.prometheus:
+            return [self.prometheus.query]
+        if self.http:
+            return [self.http.url]
+        assert self.command is not None
+        return list(self.command.argv)
+
+
+class Compare(_Model):
+    """New revision against stable over the same window: pass while the new value is no worse than the
+    stable one by more than ``tolerance`` (percent of it for ``relative``, points for ``absolute``)."""
+
+    mode: Literal["relative", "absolute"] = "relative"
+    tolerance: float = Field(ge=0)
+    better: Literal["lower", "higher"] = "lower"  # latency and error ratios: lower is better
+
+    def condition(self) -> str:
+        t = self.tolerance
+        if self.better == "lower":
+            bound = f"baseline * {1 + t / 100!r}" if self.mode == "relative" else f"baseline + {t!r}"
+            return f"result <= {bound}"
+        bound = f"baseline * {1 - t / 100!r}" if self.mode == "relative" else f"baseline - {t!r}"
+        return f"result >= {bound}"
+
+
+Duration = Annotated[float, Field(gt=0)]
+
+
+class Metric(_Model):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$", max_length=63)]
+    provider: Provider
+    success_condition: str | None = Field(None, alias="successCondition")
+    failure_condition: str | None = Field(None, alias="failureCondition")
+    compare: Compare | None = None
+    interval: Duration = 30.0
+    count: int = Field(1, ge=1, le=1000)
+    failure_limit: int = Field(0, ge=0, alias="failureLimit")
+    inconclusive_limit: int = Field(0, ge=0, alias="inconclusiveLimit")
+    initial_delay: float = Field(0.0, ge=0, alias="initialDelay")
+
+    @field_validator("interval", "initial_delay", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        return parse_duration(v)
+
+    @field_validator("success_condition", "failure_condition")
+    @classmethod
+    def _condition(cls, v: str | None) -> str | None:
+        if v is not None:
+            expr.parse(v)
+        return v
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Metric:
+        if not (self.success_condition or self.failure_condition or self.compare):
+            raise ValueError("give successCondition, failureCondition or compare")
+        uses_baseline = any("baseline" in {n.id for n in ast.walk(expr.parse(c)) if isinstance(n, ast.Name)}
+                            for c in (self.success_condition, self.failure_condition) if c)
+        if uses_baseline and not self.compare:
+            raise ValueError("a condition reads 'baseline' but no compare block measures the stable revision")
+        if self.compare and self.provider.kind != "prometheus":
+            raise ValueError("compare needs the prometheus provider (one query per revision)")
+        for text in self.provider.templates():
+            for arg in _ARG_RE.findall(text):
+                if arg not in ARGS:
+                    raise ValueError(f"unknown argument {{{{{arg}}}}} (known: {', '.join(ARGS)})")
+        return self
+
+    def conditions(self) -> tuple[ast.Expression | None, ast.Expression | None]:
+        """(success, failure) parsed; compare adds its bound to the success condition."""
+        succ = self.success_condition
+        if self.compare:
+            succ = f"({succ}) and ({self.compare.condition()})" if succ else self.compare.condition()
+        return (expr.parse(succ) if succ else None,
+                expr.parse(self.failure_condition) if self.failure_condition else None)
+
+
+class AnalysisSpec(_Model):
+    metrics: list[Metric] = Field(min_length=1)
+    window: Duration | None = None  # the {{window}} argument; default: each metric's interval
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, v: object) -> float | None:
+        return None if v is None else parse_duration(v)
+
+    @model_validator(mode="after")
+    def _unique(self) -> AnalysisSpec:
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError("metric names must be unique")
+        return self
+
+
+def render(text: str, args: dict[str, str]) -> str:
+    """Substitute ``{{arg}}``; InvalidInput when the spec uses an argument this run has no value for."""
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in args:
+            raise InvalidInput(f"{{{{{name}}}}} is used but no value was given", field=f"args.{name}")
+        return args[name]
+    return _ARG_RE.sub(sub, text)
+
+
+def check_args(args: dict[str, str]) -> None:
+    for k, v in args.items():
+        if not ARG_VALUE.match(v):
+            raise InvalidInput(f"{v!r} may only hold letters, digits, '.', '_' and '-'", field=k)
+
+
+def validate_spec(data: object, source: str = "") -> AnalysisSpec:
+    """Validate a spec document; InvalidInput names the first bad field."""
+    try:
+        return AnalysisSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InvalidInput(msg, field=where or "spec", source=source) from None
+
+
+def load_spec(path: Path) -> AnalysisSpec:
+    """A spec file (YAML), or a built-in template name (``vllm``, ``sglang``, ``vllm-pd``...)."""
+    from lwsflow.controller.analysis.templates import TEMPLATES
+
+    if not path.exists() and str(path) in TEMPLATES:
+        return validate_spec(TEMPLATES[str(path)](), source=f"builtin:{path}")
+    from lwsflow.controller.yamlio import load_yaml_documents
+
+    docs = load_yaml_documents(path)
+    if len(docs) != 1:
+        raise InvalidInput(f"expected one YAML document, found {len(docs)}", source=str(path))
+    return validate_spec(docs[0], source=str(path))

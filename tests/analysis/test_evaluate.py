@@ -1,0 +1,152 @@
+"""Judging measurements and metrics with Argo Rollouts' AnalysisTemplate rules (issue 17), and the
+measuring loop with an injected clock (no waiting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lwsflow.controller.analysis import evaluate as ev
+from lwsflow.controller.analysis.providers import ProviderError
+from lwsflow.controller.analysis.run import run_analysis
+from lwsflow.controller.analysis.spec import AnalysisSpec, Metric, validate_spec
+from lwsflow.controller.analysis.templates import TEMPLATES
+from lwsflow.controller.errors import InvalidInput
+
+Q = 'x{revision="{{revision}}"}'
+
+
+def metric(**kw: Any) -> Metric:
+    doc = {"name": "m", "provider": {"prometheus": {"query": Q}}, **kw}
+    return validate_spec({"metrics": [doc]}).metrics[0]
+
+
+@pytest.mark.parametrize(("kw", "value", "baseline", "want"), [
+    ({"successCondition": "result < 1"}, 0.5, None, "successful"),
+    ({"successCondition": "result < 1"}, 1.5, None, "failed"),
+    ({"failureCondition": "result > 1"}, 0.5, None, "successful"),
+    ({"failureCondition": "result > 1"}, 1.5, None, "failed"),
+    ({"successCondition": "result < 1"}, None, None, "inconclusive"),
+    ({"successCondition": "result < 1"}, float("nan"), None, "inconclusive"),
+    # relative tolerance: 10% worse than stable passes, 40% worse fails (the slower release)
+    ({"compare": {"mode": "relative", "tolerance": 10}}, 1.09, 1.0, "successful"),
+    ({"compare": {"mode": "relative", "tolerance": 10}}, 1.40, 1.0, "failed"),
+    ({"compare": {"mode": "relative", "tolerance": 10}}, 1.0, None, "inconclusive"),
+    # absolute points: error ratio no more than 0.5 points higher
+    ({"compare": {"mode": "absolute", "tolerance": 0.005}}, 0.004, 0.0, "successful"),
+    ({"compare": {"mode": "absolute", "tolerance": 0.005}}, 0.02, 0.0, "failed"),
+    # not higher at all (KV-transfer failures)
+    ({"compare": {"mode": "absolute", "tolerance": 0}}, 0.0, 0.0, "successful"),
+    ({"compare": {"mode": "absolute", "tolerance": 0}}, 0.1, 0.0, "failed"),
+    ({"compare": {"mode": "relative", "tolerance": 10, "better": "higher"}}, 95, 100, "successful"),
+    ({"compare": {"mode": "relative", "tolerance": 10, "better": "higher"}}, 80, 100, "failed"),
+    # both conditions: failure wins
+    ({"successCondition": "result < 10", "failureCondition": "result > 5"}, 7, None, "failed"),
+])
+def test_judge(kw: dict[str, Any], value: float | None, baseline: float | None, want: str) -> None:
+    assert ev.judge(metric(**kw), value, baseline)[0] == want
+
+
+def test_provider_error_is_inconclusive() -> None:
+    got = ev.judge(metric(successCondition="result < 1"), 0.1, error="timeout")
+    assert got == ("inconclusive", "timeout")
+
+
+@pytest.mark.parametrize(("doc", "field", "msg"), [
+    ({"metrics": []}, "metrics", "at least 1"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}}}]}, "metrics.0",
+     "give successCondition"),
+    ({"metrics": [{"name": "m", "provider": {}, "successCondition": "result<1"}]}, "metrics.0.provider",
+     "exactly one"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": "x{a=\"{{pod}}\"}"}},
+                   "successCondition": "result<1"}]}, "metrics.0", "unknown argument {{pod}}"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "successCondition": "result < baseline"}]}, "metrics.0", "no compare block"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "successCondition": "import os"}]}, "metrics.0.successCondition", "cannot parse"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}}, "interval": "soon",
+                   "successCondition": "result<1"}]}, "metrics.0.interval", "not a duration"),
+    ({"metrics": [{"name": "m", "provider": {"command": {"argv": ["x"]}},
+                   "compare": {"tolerance": 1}}]}, "metrics.0", "compare needs the prometheus"),
+])
+def test_bad_specs_name_the_field(doc: dict[str, Any], field: str, msg: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        validate_spec(doc)
+    assert err.value.field == field
+    assert msg in str(err.value)
+
+
+def _spec(**kw: Any) -> AnalysisSpec:
+    doc = {"name": "ttft", "provider": {"prometheus": {"query": Q}}, "interval": "10s", "count": 4,
+           "compare": {"mode": "relative", "tolerance": 10}, **kw}
+    return validate_spec({"metrics": [doc]})
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def _run(spec: AnalysisSpec, values: list[tuple[float | None, float | None] | Exception]) -> Any:
+    clock, seen = FakeClock(), []
+    it = iter(values)
+
+    def measure(m: Metric, args: dict[str, str]) -> tuple[float | None, float | None]:
+        seen.append(args)
+        v = next(it)
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    res = run_analysis(spec, {"revision": "new", "stable_revision": "old"}, measure, sleep=clock.sleep,
+                       clock=clock)
+    return res, seen, clock.now
+
+
+def test_good_release_passes_after_count_measurements_on_schedule() -> None:
+    res, seen, elapsed = _run(_spec(), [(1.0, 1.0)] * 4)
+    assert res.phase == "successful" and len(res.measurements) == 4
+    assert [m.at for m in res.measurements] == [0.0, 10.0, 20.0, 30.0] and elapsed == 30.0
+    assert seen[0]["window"] == "10000ms"
+
+
+def test_slower_release_fails_at_the_first_failure_beyond_the_limit() -> None:
+    res, _, elapsed = _run(_spec(failureLimit=1), [(1.4, 1.0), (1.05, 1.0), (1.4, 1.0), (1.0, 1.0)])
+    assert res.phase == "failed" and len(res.measurements) == 3 and elapsed == 20.0
+
+
+def test_errors_and_gaps_are_inconclusive_past_the_limit() -> None:
+    res, _, _ = _run(_spec(inconclusiveLimit=1), [(None, 1.0), ProviderError("down"), (1.0, 1.0), (1.0, 1.0)])
+    assert res.phase == "inconclusive"
+    assert res.measurements[1].detail == "down"
+
+
+def test_compare_without_stable_revision_is_bad_input() -> None:
+    with pytest.raises(InvalidInput, match="--stable-revision"):
+        run_analysis(_spec(), {"revision": "new"}, lambda m, a: (1.0, 1.0), sleep=lambda s: None)
+
+
+def test_argument_values_cannot_inject_promql() -> None:
+    with pytest.raises(InvalidInput) as err:
+        run_analysis(_spec(), {"revision": 'x"} or vector(1) #', "stable_revision": "a"},
+                     lambda m, a: (1.0, 1.0), sleep=lambda s: None)
+    assert err.value.field == "revision"
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_builtin_templates_are_valid_and_use_the_reference_names(name: str) -> None:
+    spec = validate_spec(TEMPLATES[name]())
+    queries = {m.name: m.provider.prometheus.query for m in spec.metrics if m.provider.prometheus}
+    engine = name.split("-")[0]
+    assert f"{engine}:time_to_first_token_seconds_bucket" in queries["ttft-p95"]
+    assert f"{engine}:inter_token_latency_seconds_bucket" in queries["itl-p95"]
+    assert {"ttft-p95", "itl-p95", "error-ratio", "queue-length"} <= set(queries)
+    assert ("kv-transfer-failures" in queries) is name.endswith("-pd")
+    assert all(m.compare for m in spec.metrics)

@@ -1,0 +1,116 @@
+"""A real Prometheus (Debian's build, started on 127.0.0.1 by components.prometheus) scraping stand-in
+engines through a file_sd target file, queried over its HTTP API (issue 17)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from lwsflow.components.prometheus import Prometheus, serving_targets, start_prometheus
+from lwsflow.controller.analysis.providers import prometheus_value
+from lwsflow.controller.analysis.run import provider_measure, run_analysis
+from lwsflow.controller.analysis.spec import render, validate_spec
+from lwsflow.controller.api import labels as L
+from lwsflow.pipelines.cli import main
+from lwsflow.sim.engine import EngineHandle, start_engine
+
+SCRAPE_S = 0.25
+HIST = ('histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
+        '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[30s])))')
+SPEC_METRIC = {"name": "ttft-p95", "interval": "0.3s", "count": 2,
+               "provider": {"prometheus": {"query": HIST}}, "compare": {"mode": "relative", "tolerance": 10}}
+ARGS = {"namespace": "ns1", "lws": "llama", "revision": "new", "stable_revision": "old"}
+
+
+def _pod(name: str, ip: str, port: int, rev: str, group: str = "0", worker: str = "0",
+         phase: str = "Running") -> dict:
+    return {"metadata": {"name": name, "namespace": "ns1",
+                         "labels": {L.NAME: "llama", L.WORKER_INDEX: worker, L.GROUP_INDEX: group,
+                                    L.TEMPLATE_REVISION_HASH: rev, L.ROLE: "aggregated"},
+                         "annotations": {L.SERVING_PORT: str(port)}},
+            "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
+            "status": {"phase": phase, "podIP": ip}}
+
+
+def test_targets_are_running_leaders_with_their_revision() -> None:
+    pods = [_pod("llama-0", "127.0.0.5", 8000, "aaa"),
+            _pod("llama-0-1", "127.0.0.6", 8000, "aaa", worker="1"),
+            _pod("llama-1", "127.0.0.7", 8000, "bbb", group="1"),
+            _pod("llama-2", "", 8000, "bbb", group="2", phase="Pending")]
+    groups = serving_targets(pods)
+    assert groups == [
+        {"targets": ["127.0.0.5:8000"], "labels": {"lws": "llama", "role": "aggregated", "revision": "aaa",
+                                                   "group": "0", "namespace": "ns1", "pod": "llama-0"}},
+        {"targets": ["127.0.0.7:8000"], "labels": {"lws": "llama", "role": "aggregated", "revision": "bbb",
+                                                   "group": "1", "namespace": "ns1", "pod": "llama-1"}}]
+
+
+def _traffic(eng: EngineHandle, n: int) -> None:
+    with httpx.Client(base_url=eng.url, timeout=10) as c:
+        for _ in range(n):
+            with c.stream("POST", "/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 3,
+                                                              "stream": True}) as r:
+                assert r.status_code == 200
+                for _ in r.iter_lines():
+                    pass
+
+
+def _wait(pred: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture(scope="module")
+def scraped() -> Iterator[Prometheus]:
+    """Prometheus scraping two revisions: stable TTFT 45 ms, new 63 ms (40% slower). Both answer
+    every request, so readiness and a smoke test pass them alike."""
+    with start_prometheus(scrape_interval_s=SCRAPE_S) as prom, \
+            start_engine(model="m", ttft_s=0.045) as old, start_engine(model="m", ttft_s=0.063) as new:
+        prom.sync_from_pods([_pod("llama-0", "127.0.0.1", old.port, "old"),
+                             _pod("llama-1", "127.0.0.1", new.port, "new", group="1")])
+        _wait(lambda: prometheus_value(prom.url, 'count(up{lws="llama"} == 1)') == 2)
+        _traffic(old, 20)
+        _traffic(new, 20)
+        _wait(lambda: (prometheus_value(prom.url, render(HIST, ARGS)) or 0) > 0)
+        yield prom
+
+
+def test_scrapes_engines_and_analysis_catches_the_slower_revision(scraped: Prometheus) -> None:
+    """The p95 TTFT comparison with 10% tolerance fails the new revision; the same revision compared
+    with itself passes (a good release)."""
+    p_old = prometheus_value(scraped.url, render(HIST, dict(ARGS, revision="old")))
+    p_new = prometheus_value(scraped.url, render(HIST, ARGS))
+    assert p_old is not None and p_new is not None
+    # vLLM's buckets (0.04, 0.06, 0.08): the two revisions land in neighbouring buckets
+    assert p_new > p_old * 1.1, (p_old, p_new)
+    spec = validate_spec({"metrics": [SPEC_METRIC]})
+    bad = run_analysis(spec, ARGS, provider_measure(scraped.url))
+    assert bad.phase == "failed", bad.as_dict()
+    good = run_analysis(spec, dict(ARGS, stable_revision="new"), provider_measure(scraped.url))
+    assert good.phase == "successful", good.as_dict()
+
+
+def test_cli_prints_measurements_and_exits_by_verdict(scraped: Prometheus, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "analysis.yaml"
+    spec.write_text(yaml.safe_dump({"metrics": [SPEC_METRIC]}))
+    base = ["analysis", "run", str(spec), "--prometheus", scraped.url, "-n", "ns1", "--lws", "llama",
+            "--revision", "new"]
+    assert main([*base, "--stable-revision", "old"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"ttft-p95 #1 t=\d+\.\ds value=0\.0\d+ stable=0\.0\d+: failed "
+                        r"\(worse than stable beyond tolerance \(result <= baseline \* 1\.1\)\)", out[0]), out
+    assert out[-1] == "analysis failed: ttft-p95=failed"
+    assert main([*base, "--stable-revision", "new"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[-1] == "analysis successful: ttft-p95=successful"
