@@ -1,7 +1,7 @@
 """Where ``scripts/build-refcluster`` puts the reference cluster's binaries, and checking they are there.
 
 The folder is ``${LWSFLOW_CACHE:-~/.cache/lwsflow}/refcluster/<version>/bin``, outside the repository,
-so CI's fresh clone on the same machine reuses a build. ``<version>`` is ``refcluster/go/VERSION``.
+so CI's fresh clone on the same machine reuses a build. ``<version>`` is ``scripts/refcluster/VERSION``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 
 
 def version() -> str:
-    path = repo_root() / "refcluster" / "go" / "VERSION"
+    path = repo_root() / "scripts" / "refcluster" / "VERSION"
     try:
         return path.read_text().strip()
     except OSError:
