@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 
 from lwsflow.components.overlays import DIGEST
-from lwsflow.components.proc import run_bounded
+from lwsflow.components.proc import run_bounded, stop_process
 from lwsflow.controller.errors import InvalidInput, OperationFailed
 
 # host[:port]/path[:tag] with a registry host (a dot, a colon or "localhost" in the first part).
@@ -296,13 +296,8 @@ class LocalRegistry:
 
     def stop(self) -> None:
         """Stop the registry process and delete its temporary storage."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=5)
+        if self._proc is not None:
+            stop_process(self._proc, grace_s=5)
         self._proc = None
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -23,3 +23,15 @@ def run_bounded(
                               check=False)
     except subprocess.TimeoutExpired:
         raise OperationFailed(f"{what} did not finish within {timeout:.0f}s") from None
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop a server we started: SIGTERM, ``grace_s`` to exit, then SIGKILL (a no-op once it ended)."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)

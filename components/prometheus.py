@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from lwsflow.components.atomic import write_file_atomic
+from lwsflow.components.proc import stop_process
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.serving import serving_port
 from lwsflow.controller.errors import OperationFailed
@@ -142,13 +143,7 @@ class Prometheus:
 
     def stop(self) -> None:
         self._stop.set()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc, grace_s=10)
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
