@@ -25,12 +25,15 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lwsflow.controller.api.paths import lws_reference_dir
 from lwsflow.controller.errors import ApiError, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.pipelines.refcluster import binaries, kwok_stages, pki
+
+if TYPE_CHECKING:
+    from lwsflow.sim.config import ClusterConfig
 
 DEFAULT_STATE_DIR = Path(".lwsflow/refcluster")
 KUBECONFIG = "kubeconfig"
@@ -188,18 +191,22 @@ def kubeconfig_path(state: Path = DEFAULT_STATE_DIR) -> Path:
 
 # -- the cluster's objects -------------------------------------------------------------------------
 def _nodes(catalog: Path | None) -> list[dict[str, Any]]:
-    """Node objects for the catalog's pools (or the embedded cluster's default pools), built by the
-    embedded cluster itself so both clusters get the same names, labels, taints and capacity."""
-    from lwsflow.sim.cluster import Cluster
+    """Node objects for the catalog's pools (or the embedded cluster's default pools)."""
     from lwsflow.sim.config import ClusterConfig
 
     if catalog is not None:
         from lwsflow.components.catalog import load_catalog
         from lwsflow.components.catalog_cluster import cluster_config_for
 
-        cfg = cluster_config_for(load_catalog(catalog))
-    else:
-        cfg = ClusterConfig.default()
+        return node_objects(cluster_config_for(load_catalog(catalog)))
+    return node_objects(ClusterConfig.default())
+
+
+def node_objects(cfg: ClusterConfig) -> list[dict[str, Any]]:
+    """The nodes of ``cfg``'s pools, built by the embedded cluster itself so both clusters get the
+    same names, labels, taints and capacity, annotated for kwok to manage."""
+    from lwsflow.sim.cluster import Cluster
+
     items, _ = Cluster(cfg).store.list("nodes")
     nodes = []
     for obj in items:

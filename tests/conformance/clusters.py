@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,41 @@ class Target:
         name = f"{prefix}-{secrets.token_hex(3)}"
         self.kubectl("create", "namespace", name)
         return name
+
+
+class Watch:
+    """``kubectl get ARGS -w -o json`` in the background, decoded object by object. With ``events``
+    (``--output-watch-events``) each item is ``{"type": ADDED|MODIFIED|DELETED, "object": ...}``;
+    ``times`` holds when each arrived (``time.monotonic()``)."""
+
+    def __init__(self, t: Target, *args: str, events: bool = False) -> None:
+        cmd = [str(kubectl_path()), "--kubeconfig", str(t.kubeconfig), "--cache-dir", str(t.cache), "get",
+               *args, "-w", "-o", "json", *(["--output-watch-events"] if events else [])]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.objects: list[dict[str, Any]] = []
+        self.times: list[float] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        buf, dec = "", json.JSONDecoder()
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            buf += line
+            while buf.strip():
+                try:
+                    obj, end = dec.raw_decode(buf.lstrip())
+                except ValueError:
+                    break
+                self.times.append(time.monotonic())
+                self.objects.append(obj)
+                buf = buf.lstrip()[end:]
+
+    def stop(self) -> list[dict[str, Any]]:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.thread.join(5)
+        return self.objects
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 120, every: float = 0.5) -> None:

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import threading
 import time
 from typing import Any
 
 import pytest
-from clusters import Target, allowlist, wait_for
+from clusters import Target, Watch, allowlist, wait_for
 
-from lwsflow.components.kustomize import kubectl_path
 from lwsflow.controller.yamlio import dump_yaml
 
 CASES = {
@@ -36,37 +33,6 @@ def manifest(ruc: dict[str, Any], image: str) -> dict[str, Any]:
                                                         "rollingUpdateConfiguration": dict(ruc)},
                      "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {"containers": [
                          {"name": "engine", "image": image}]}}}}}
-
-
-class Watch:
-    """``kubectl get lws NAME -w -o json`` in the background, decoded object by object."""
-
-    def __init__(self, t: Target, ns: str, name: str) -> None:
-        cmd = [str(kubectl_path()), "--kubeconfig", str(t.kubeconfig), "--cache-dir", str(t.cache), "get",
-               "lws", name, "-n", ns, "-w", "-o", "json"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.objects: list[dict[str, Any]] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        buf, dec = "", json.JSONDecoder()
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            buf += line
-            while buf.strip():
-                try:
-                    obj, end = dec.raw_decode(buf.lstrip())
-                except ValueError:
-                    break
-                self.objects.append(obj)
-                buf = buf.lstrip()[end:]
-
-    def stop(self) -> list[dict[str, Any]]:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.thread.join(5)
-        return self.objects
 
 
 def state(obj: dict[str, Any]) -> tuple[Any, ...]:
@@ -96,7 +62,7 @@ def run(t: Target, ns: str, ruc: dict[str, Any]) -> list[tuple[Any, ...]]:
     t.kubectl("create", "namespace", ns)
     t.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=dump_yaml(manifest(ruc, "engine:v1")))
     wait_for(f"[{t.name}] v1 ready", lambda: _done(t, ns, {"partition": 0}))
-    watch = Watch(t, ns, "roll")
+    watch = Watch(t, "lws", "roll", "-n", ns)
     wait_for(f"[{t.name}] watch open", lambda: bool(watch.objects), timeout=30)
     t.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=dump_yaml(manifest(ruc, "engine:v2")))
     wait_for(f"[{t.name}] rolled", lambda: _done(t, ns, ruc), timeout=180)
