@@ -88,3 +88,25 @@ def test_never_ready_pods_are_kept_out_of_the_ready_stage() -> None:
     extra = bad["lwsflow-pod-ready"]["spec"]["selector"]["matchExpressions"][-1]
     assert extra["operator"] == "NotIn" and "never\\\\-ready" in extra["key"]
     assert len(plain["lwsflow-pod-ready"]["spec"]["selector"]["matchExpressions"]) == 3
+
+
+def test_batch_pods_have_their_own_stages_and_run_for_their_annotated_duration() -> None:
+    """A pod with the run-duration annotation (check 6's jobs) skips the serving stages: Running and
+    Ready at once, Succeeded after kwok's delay read from the annotation (kwok v0.8.0 StageDelay
+    ``durationFrom``), with kwok's start and finish stamps written after each status patch."""
+    by_name = {s["metadata"]["name"]: s for s in kwok_stages.stages(2.0, [])}
+    ann = f'.metadata.annotations["{kwok_stages.RUN_DURATION_ANNOTATION}"]'
+
+    def has(stage: str, op: str) -> bool:
+        return {"key": ann, "operator": op} in by_name[stage]["spec"]["selector"]["matchExpressions"]
+
+    assert has("lwsflow-pod-running", "DoesNotExist")
+    assert has("lwsflow-job-running", "Exists") and has("lwsflow-job-complete", "Exists")
+    complete = by_name["lwsflow-job-complete"]["spec"]
+    assert complete["delay"]["durationFrom"] == {"jq": {"expression": ann}}
+    status, stamp = complete["next"]["patches"]
+    assert status["subresource"] == "status" and "phase: Succeeded" in status["template"]
+    assert kwok_stages.FINISHED_AT_ANNOTATION in stamp["template"] and stamp["root"] == "metadata"
+    running = by_name["lwsflow-job-running"]["spec"]["next"]["patches"]
+    assert 'status: "True"\n  type: Ready' in running[0]["template"]
+    assert kwok_stages.STARTED_AT_ANNOTATION in running[1]["template"]
