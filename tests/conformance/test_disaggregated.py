@@ -8,8 +8,8 @@ revision; both are normalised to ``<old|new>/<role>`` from the role and revision
 
 - the order in which the planner moves the roles: every change of a child's ``spec.replicas`` (and
   its creation and deletion) after the update, in watch order -- the planner's steps, role by role;
-- each child's ``spec.replicas`` values, and per role the lowest ready and highest live group count
-  over both revisions while the rollout ran (the maxUnavailable 0 / maxSurge 1 bounds, on live groups);
+- each child's ``spec.replicas`` values, and per role the lowest ready group count and the highest
+  ``spec.replicas`` sum over both revisions while the rollout ran (maxUnavailable 0, maxSurge 1);
 - the end state: only the new revision's LeaderWorkerSets, at their targets, and their Services;
 - each child's ``(spec.replicas, replicas, ready, updated, partition)`` sequence, repeats collapsed:
   equal, or the difference is on the allow-list (``ds/<case>/states``: intermediate status values that
@@ -93,15 +93,17 @@ def normalise(events: list[dict[str, Any]]) -> dict[str, Any]:
     - ``spec``: each child's ``spec.replicas`` values;
     - ``states``: each child's ``(spec.replicas, replicas, ready, updated, partition)``, repeats
       collapsed;
-    - ``floor`` / ``peak``: per role, the lowest sum of ready groups and the highest sum of live
-      groups over old and new while the rollout ran (what maxUnavailable 0 / maxSurge 1 bound).
+    - ``floor`` / ``peak``: per role, over old and new while the rollout ran, the lowest sum of
+      ready groups (live: maxUnavailable 0 holds it, since a step waits for the new revision to be
+      ready) and the highest sum of ``spec.replicas`` (maxSurge 1 bounds spec counts only; live
+      groups of a draining LWS may linger a moment, lws-semantics §f "What DS does not guarantee").
     """
     revisions: list[str] = []
     spec: dict[str, int] = {}
     moves: list[str] = []
     specs: dict[str, list[int]] = {}
     states: dict[str, list[tuple[Any, ...]]] = {}
-    live: dict[str, tuple[int, int]] = {}  # key -> (status.replicas, readyReplicas)
+    live: dict[str, tuple[int, int]] = {}  # key -> (spec.replicas, readyReplicas)
     floor: dict[str, int] = {}
     peak: dict[str, int] = {}
     initial = True
@@ -137,7 +139,7 @@ def normalise(events: list[dict[str, Any]]) -> dict[str, Any]:
         seq = states.setdefault(key, [])
         if not seq or seq[-1] != s:
             seq.append(s)
-        live[key] = (s[1], s[2])
+        live[key] = (replicas, s[2])
         if not initial:
             mine = [v for k, v in live.items() if k.endswith(f"/{role}")]
             floor[role] = min(floor.get(role, 1 << 30), sum(r for _, r in mine))
