@@ -142,9 +142,10 @@ phase: Succeeded
 
 
 def _stamped(status_template: str, annotation: str) -> dict[str, Any]:
-    """A stage's next step: the status patch, then the annotation stamped with kwok's clock. In this
-    order the stamp's own update event matches no further stage (a new event would restart the
-    delay of the stage it matches)."""
+    """A stage's next step: the status patch, then the annotation stamped with kwok's clock. Each
+    update event restarts the delay of the stage it matches: after the Running patch the stamp only
+    restarts job-complete's by milliseconds, and after Succeeded it matches no stage (stamped first,
+    the still-Running pod would be queued for job-complete a second time)."""
     return {"patches": [
         {"subresource": "status", "root": "status", "template": status_template},
         {"root": "metadata", "template": f"annotations:\n  {annotation}: {{{{ Now | Quote }}}}\n"},
