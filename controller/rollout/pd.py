@@ -8,6 +8,10 @@ largest skew seen is reported. Rollback goes in reverse order: prefill first, th
 
 Each LWS keeps its own persisted state, so a restarted coordinator resumes each role at its own
 stage: a role that already passed stage k is not moved again until the other has caught up.
+
+``together`` (the all-at-once switch chosen when the roles' revisions cannot hand KV off to each other,
+``compat.py``): each stage lowers both roles' partitions before either is gated, so both roles'
+new groups come up at once and the time revisions mix is as short as the switch itself.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class PairRollout:
                  on_step: Callable[[str], None] | None = None,
                  before_stage: Callable[[int], None] | None = None) -> None:
         self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
+        self.together = opts.together
         # called before stage k (0-based) moves either role: a manual gate blocks here (RolloutPolicy)
         self.before_stage = before_stage
         live = find_pair(kube, namespace, pair)
@@ -121,6 +126,12 @@ class PairRollout:
         for k in range(self.n):
             if self.before_stage is not None and k > 0:
                 self.before_stage(k)
+            if self.together:
+                for role in ROLES:  # both partitions first, then the gates
+                    out = self._advance(role, k, hold=True)
+                    if out is not None and out.result != SUCCEEDED:
+                        return self._rollback(f"{role}: {out.message}") if out.result == FAILED \
+                            else self._finish(out)
             for role in ROLES:
                 out = self._advance(role, k)
                 if out is not None and out.result != SUCCEEDED:
@@ -129,14 +140,17 @@ class PairRollout:
                     return self._finish(out)
         return self._finish(Outcome(SUCCEEDED, f"pair {self.pair}: both roles rolled out", self.report))
 
-    def _advance(self, role: str, k: int) -> Outcome | None:
-        """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome)."""
+    def _advance(self, role: str, k: int, hold: bool = False) -> Outcome | None:
+        """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome);
+        ``hold``: only until stage ``k``'s partition is written (in front of its gate)."""
         eng = self.engines[role]
         while True:
-            out = eng.step_retrying(until_stage=k)  # a 409 re-reads and re-plans after a backoff
+            out = eng.step_retrying(until_stage=k, hold_gate=hold)  # a 409 re-reads and re-plans
             self.latest[role] = eng.obj
             if out is not None:
                 return out
+            if hold and eng.holding:
+                return None
             if eng.phase() == state.RUNNING and eng.passed() > k:
                 return None
 
