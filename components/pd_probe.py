@@ -94,7 +94,7 @@ def _endpoint(pod: Obj, role: str, what: str) -> Endpoint:
     meta = pod.get("metadata") or {}
     ann, lbl = meta.get("annotations") or {}, meta.get("labels") or {}
     port = serving_port(pod.get("spec") or {}, ann)
-    return Endpoint(target=f"{what} {role} pod {meta.get('name')}", role=role,  # type: ignore[arg-type]
+    return Endpoint(target=f"{what} {role} pod {meta.get('name')}", role=role,
                     url=f"http://{(pod.get('status') or {}).get('podIP')}:{port}",
                     model=ann.get(L.SERVED_MODEL) or lbl.get(L.MODEL), pod=meta.get("name"))
 
