@@ -160,7 +160,11 @@ class PairRollout:
                 self.engines[role].pause(reason)
             return self._finish(Outcome(PAUSED, f"pair {self.pair} paused for a human: {reason}",
                                         self.report))
-        results = [self.engines[role].rollback(reason) for role in reversed(ROLES)]  # prefill first
+        # prefill first; a role whose rollout never started (decode failed stage 1 before prefill
+        # moved) has nothing to undo, and its last finished rollout must not be "rolled back"
+        todo = [role for role in reversed(ROLES) if state.RolloutState.from_object(
+            self.kube.get(LWS, self.ns, self.engines[role].name)).active]
+        results = [self.engines[role].rollback(reason) for role in todo]
         ok = all(r.result == ROLLED_BACK for r in results)
         return self._finish(Outcome(ROLLED_BACK if ok else FAILED,
                                     f"pair {self.pair} {'rolled back' if ok else 'rollback failed'}: "

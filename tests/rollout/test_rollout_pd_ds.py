@@ -82,6 +82,27 @@ def test_pair_rollback_prefill_first(env: Env) -> None:
         assert state.RolloutState.from_object(obj).phase == state.ROLLED_BACK
 
 
+def test_pair_decode_failing_at_stage_one_rolls_back_without_touching_prefill(env: Env) -> None:
+    """Decode moves first, so a decode release that fails stage 1 ends the rollout before prefill
+    started: only decode is rolled back, and prefill (no rollout of its own to undo) is left as it is
+    instead of the whole pair reading "rollback failed" (found by the P/D analysis test)."""
+    p, d = pair(prefill=2, decode=2)
+    env.create_ready(p)
+    env.create_ready(d)
+    bad_decode = new_release(d, **{"sim.lwsflow.io/never-ready": "true"})
+    out = PairRollout(env.kube, NS, "chat", RolloutOptions(stages="1,100%", deadline_s=90),
+                      env.clock(), manifests={"prefill": new_release(p), "decode": bad_decode}).run()
+    assert out.result == "rolled-back", out.message
+    assert [e["reason"] for e in out.report.events].count("RollbackStarted") == 1
+    prefill = env.kube.get(LWS, NS, "chat-prefill")
+    image = prefill["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
+    assert image == "vllm:1" and not state.RolloutState.from_object(prefill).id
+    assert env.rec.partitions["chat-prefill"] == [0]
+    decode = env.kube.get(LWS, NS, "chat-decode")
+    assert state.RolloutState.from_object(decode).phase == state.ROLLED_BACK
+    assert gate.lws_fully_rolled(decode).passed
+
+
 def test_ds_rollout_gated_per_role(env: Env) -> None:
     base = ds_manifest("dis", prefill=2, decode=1)
     env.create_ready(base)
