@@ -13,8 +13,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from lwsflow.sim.engine import openai_api
 from lwsflow.sim.engine.faults import Faults
