@@ -169,6 +169,7 @@ def pd_probe(kube: Kube, timeout_s: float = 10.0) -> CompatProbe:
             return CompatResult(False, f"one canary group per changed role ({roles}) must fit next to what "
                                 f"runs: {fit.message}", ran=False)
         names = {r.role: canary_name(ctx, r) for r in changed}
+        _remove(kube, ctx, list(names.values()))  # a canary left by a probe that was killed
         try:
             for r in changed:
                 kube.create(LWS, ctx.namespace, canary_lws(names[r.role], ctx.namespace, r))

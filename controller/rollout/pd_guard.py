@@ -72,8 +72,12 @@ def guard_pair(kube: Kube, clock: Clock, namespace: str, pair: str, opts: Rollou
     roles = {}
     for role in PD_ROLES:
         doc = docs.get(role)
-        changed = doc is None or state.template_hash(state.template_of(doc)) != state.template_hash(
-            state.template_of(live[role]))
+        now = state.template_hash(state.template_of(live[role]))
+        if doc is not None:
+            changed = state.template_hash(state.template_of(doc)) != now
+        else:  # GitOps applied the template: unchanged only if it is the last one that succeeded
+            last_good = state.RolloutState.from_object(live[role]).last_good
+            changed = not last_good or state.template_hash(state.unpack(last_good)) != now
         roles[role] = RoleRevision(role, doc or live[role], f"{L.NAME}={live[role]['metadata']['name']}",
                                    changed)
     cli = f"pair/{pair}"

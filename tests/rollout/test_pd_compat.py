@@ -172,12 +172,38 @@ def test_pair_rollout_refused_when_layouts_differ_nothing_mixed(env: Env) -> Non
 
 def test_pair_compatible_release_passes_the_probe_and_rolls(env: Env) -> None:
     live = _pair(env)
+    # a canary left behind by a probe that was killed is replaced, not a reason to fail
+    leftover = _serving(lws_manifest("chat-decode-pdp", replicas=1, size=1, load_s=15,
+                                     labels={PROBE_LABEL: "true"}), "decode", OLD)
+    env.kube.create(LWS, NS, leftover)
     out, lines = _roll(env, "pair/chat", _release(env, list(live.values()), SAME_LAYOUT))
     assert out.result == "succeeded", out.message  # type: ignore[attr-defined]
     assert any("KV hand-off passed new prefill -> old decode, old prefill -> new decode" in line
                for line in lines), lines
     _no_canary_left(env)
     assert all(_image(env.kube.get(LWS, NS, f"chat-{r}")) == SAME_LAYOUT for r in live)
+
+
+def test_gitops_pair_refused_with_the_partition_left_frozen(env: Env) -> None:
+    """GitOps: Argo CD applied the new template with the partition frozen at replicas (lws-semantics
+    §d: no existing group updates); the probe refuses and the partition stays frozen, no stage runs."""
+    _pair(env)
+    for role, n in (("prefill", 2), ("decode", 1)):
+        obj = env.kube.get(LWS, NS, f"chat-{role}")
+        obj["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = n
+        obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = NEW_LAYOUT
+        env.kube.request("PUT", LWS.path(NS, f"chat-{role}"), body=obj)
+    lines: list[str] = []
+    o = RolloutOptions(stages="1,100%", deadline_s=600, pd_probe=pd_probe(env.kube))
+    with pytest.raises(OperationFailed, match="refused, nothing changed"):
+        session.run(env.kube, env.clock(), session.Target("pair", "chat", NS), o, log=lines.append)
+    for role, n in (("prefill", 2), ("decode", 1)):
+        obj = env.kube.get(LWS, NS, f"chat-{role}")
+        assert gate.partition(obj) == n and not state.RolloutState.from_object(obj).id
+        assert env.rec.partitions[f"chat-{role}"] == [0, n]  # only the sync's freeze
+        pods = [p for p in env.kube.list(POD, NS, label_selector=f"{L.NAME}=chat-{role}")[0]]
+        assert len(pods) == n and all(p["spec"]["containers"][0]["image"] == OLD for p in pods)
+    _no_canary_left(env)
 
 
 def test_pair_switches_all_at_once_per_role_when_configured(env: Env) -> None:
