@@ -25,7 +25,7 @@ from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.testing import EmbeddedCluster
 
 STABLE = "sha256:" + "1" * 64
-SLOWER = "sha256:" + "2" * 64  # Ready, but 2.5 times slower TTFT
+SLOWER = "sha256:" + "2" * 64  # Ready, but four times slower TTFT
 SAME = "sha256:" + "3" * 64
 FLAKY = "sha256:" + "4" * 64  # Ready, but half of its requests fail
 MODEL = "m"
@@ -53,11 +53,12 @@ class Env:
         cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=6)],
                             timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
                                             weight_gb=0.0),
-                            # 25 ms sits mid-bucket in vLLM's TTFT buckets (20-40 ms): a loaded
-                            # machine's few ms of jitter cannot move a p95 across a bucket edge (40%
-                            # slower is test_analysis_rollout.py's case; here the roles' wiring is)
-                            images={STABLE: ImageProfile(ttft_s=0.025), SLOWER: ImageProfile(ttft_s=0.063),
-                                    SAME: ImageProfile(ttft_s=0.025), FLAKY: ImageProfile(error_ratio=0.5)})
+                            # 150 ms sits mid-bucket in vLLM's TTFT buckets (100-250 ms) and 600 ms
+                            # four buckets up: a loaded test machine's tens of ms of jitter can neither
+                            # hide the slow release nor move a good one's p95 across a bucket edge
+                            # (40% slower is test_analysis_rollout.py's case; here the roles' wiring is)
+                            images={STABLE: ImageProfile(ttft_s=0.15), SLOWER: ImageProfile(ttft_s=0.6),
+                                    SAME: ImageProfile(ttft_s=0.15), FLAKY: ImageProfile(error_ratio=0.5)})
         self.sim = EmbeddedCluster(tmp, cfg, speed=SPEED, engines=True,
                                    engine_options={"side_channel_port": 0}).start()
         self.kube = Kube.connect(str(self.sim.kubeconfig))
@@ -150,7 +151,7 @@ def test_pair_good_release_is_analysed_per_role_against_its_own_stable(env: Env)
     stage1 = {s["role"]: s for s in report["stages"] if s["index"] == 1}
     for role in ("decode", "prefill"):
         ms = stage1[role]["analysis"]
-        assert {m["role"] for m in ms} == {role} and "failed" not in [m["phase"] for m in ms], ms
+        assert stage1[role]["result"] == "passed" and {m["role"] for m in ms} == {role}, ms
         assert [m["phase"] for m in ms].count("successful") >= 2, ms
         assert f"role {role}" in stage1[role]["hooks"][0]
     last = [s for s in report["stages"] if s["index"] == 2]
