@@ -23,6 +23,7 @@ from lwsflow.controller.kube.resources import LWS, NODE, POD
 from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.compat import (
     DS_NEEDS_MANIFEST,
+    ON_INCOMPATIBLE,
     REFUSE,
     CompatContext,
     CompatResult,
@@ -48,6 +49,9 @@ def _cluster(kube: Kube) -> tuple[list[Obj], list[Obj]]:
 
 def _probe(opts: RolloutOptions, ctx: CompatContext, cli_target: str, log: Log) -> CompatResult:
     assert opts.pd_probe is not None
+    if opts.on_incompatible not in ON_INCOMPATIBLE:  # before the probe writes its canaries
+        raise InvalidInput(f"must be one of {', '.join(ON_INCOMPATIBLE)}, got {opts.on_incompatible!r}",
+                           field="on_incompatible")
     res = opts.pd_probe(ctx)
     log(f"pd-probe: {res.detail}")
     if res.ok:
