@@ -240,6 +240,17 @@ def test_all_at_once_refused_when_a_second_copy_does_not_fit(gpu_env: Env) -> No
     _no_canary_left(gpu_env)
 
 
+def test_probe_that_cannot_place_its_canaries_refuses_to_guess(gpu_env: Env) -> None:
+    """All 40 GPUs busy: no canary fits, so the probe cannot run and the rollout does not start blind."""
+    live = _pair(gpu_env, prefill=3, decode=2, gpus=8)
+    with pytest.raises(OperationFailed) as err:
+        _roll(gpu_env, "pair/chat", _release(gpu_env, list(live.values()), SAME_LAYOUT))
+    msg = str(err.value)
+    assert "probe could not run, so nothing was changed" in msg and "must fit next to what runs" in msg
+    assert all(_image(gpu_env.kube.get(LWS, NS, f"chat-{r}")) == OLD for r in live)
+    _no_canary_left(gpu_env)
+
+
 def _ds(env: Env) -> dict:
     ds = ds_manifest("pd", prefill=2, decode=1, load_s=15)
     for role in ds["spec"]["roles"]:
