@@ -58,6 +58,13 @@ def skew(ready_prefill: int, ready_decode: int, replicas_prefill: int, replicas_
                      abs(ready_decode - ready_prefill / ratio)), 6)
 
 
+def _switching(obj: Obj) -> bool:
+    """``obj`` is in the middle of an all-at-once switch (``compat.py``)."""
+    st = state.RolloutState.from_object(obj)
+    return (st.active and st.stages == "100%" and gate.max_surge(obj) == gate.replicas(obj) > 0
+            and gate.max_unavailable(obj) == 0)
+
+
 def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
     """The pair's two LWS by ``lwsflow.io/pd-pair=<pair>`` and their ``lwsflow.io/role`` label."""
     items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
@@ -76,10 +83,12 @@ class PairRollout:
                  on_step: Callable[[str], None] | None = None,
                  before_stage: Callable[[int], None] | None = None) -> None:
         self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
-        self.together = opts.together
         # called before stage k (0-based) moves either role: a manual gate blocks here (RolloutPolicy)
         self.before_stage = before_stage
         live = find_pair(kube, namespace, pair)
+        # an interrupted all-at-once switch resumes as one: its signature is on the objects (one stage,
+        # a full surge, nothing down first), since "together" itself is not persisted
+        self.together = opts.together or all(_switching(o) for o in live.values())
         manifests = manifests or {}
         reps = {r: gate.replicas(manifests.get(r) or live[r]) for r in ROLES}
         base = max(ROLES, key=lambda r: reps[r])
