@@ -1,22 +1,28 @@
 """An analysis spec as a rollout stage hook: after a stage's gate, measure the new revision against the
 stable one (``controller/analysis``) and pass or fail the stage on the verdict.
 
-The revisions come from the API: the new one is the leader StatefulSet's template hash (what the LWS
-controller writes to updated groups), the stable one the other hash among the serving leader pods,
-remembered from the first stage so the last stage (no stable pod left) can say so. When lwsflow runs
-its own Prometheus, the hook rewrites its file_sd targets from the pods before measuring.
+The analysis runs **per role**: an LWS has one (its ``lwsflow.io/role``, else ``aggregated``); each LWS
+of a P/D pair is rolled (and so analysed) as its own role, decode first; a DisaggregatedSet is analysed
+once per role after its one stage. Per role, the new revision is the template hash of the role's newest
+LWS (its leader StatefulSet's, what the LWS controller writes to updated groups; for a DS the child LWS
+created last) and the stable one the other hash among that role's running leaders, remembered per role
+from an earlier stage so a later one (no stable pod left) can say so. The arguments are ``{{role}}``,
+``{{lws}}`` (the LWS, or for a DS the DS: Prometheus labels its pods with it, as its child LWS are
+renamed at every revision), ``{{revision}}``, ``{{stable_revision}}``, ``{{namespace}}``. When lwsflow
+runs its own Prometheus, the hook rewrites its file_sd targets from the pods before measuring.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from lwsflow.components.prometheus import Prometheus
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import POD, STATEFULSET
+from lwsflow.controller.kube.resources import LWS, POD, STATEFULSET
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult
 
 
@@ -24,45 +30,96 @@ def _label(obj: dict, key: str) -> str:
     return str(((obj.get("metadata") or {}).get("labels") or {}).get(key, ""))
 
 
-def revisions(kube: Kube, namespace: str, lws: str) -> tuple[str, str, list[dict]]:
-    """(new, stable, pods): stable is the most common other revision among running leaders ("" if none)."""
-    pods, _ = kube.list(POD, namespace, label_selector=f"{L.NAME}={lws}")
-    new = _label(kube.get(STATEFULSET, namespace, lws), L.TEMPLATE_REVISION_HASH)
+@dataclass(frozen=True)
+class RoleTarget:
+    """One role to analyse: the ``{{lws}}`` and ``{{role}}`` arguments, its revisions and its pods."""
+
+    lws: str
+    role: str
+    new: str
+    stable: str  # "" when no pod of another revision runs
+    pods: list[dict]
+
+
+def _split(new: str, pods: list[dict]) -> str:
+    """The most common revision other than ``new`` among running leaders ("" if none)."""
     leaders = [p for p in pods if _label(p, L.WORKER_INDEX) == "0"
                and (p.get("status") or {}).get("phase") == "Running"]
     others = Counter(h for p in leaders if (h := _label(p, L.TEMPLATE_REVISION_HASH)) and h != new)
-    return new, (others.most_common(1)[0][0] if others else ""), pods
+    return others.most_common(1)[0][0] if others else ""
+
+
+def revisions(kube: Kube, namespace: str, lws: str) -> tuple[str, str, list[dict]]:
+    """(new, stable, pods) of one LWS: stable is the most common other revision among running leaders."""
+    pods, _ = kube.list(POD, namespace, label_selector=f"{L.NAME}={lws}")
+    new = _label(kube.get(STATEFULSET, namespace, lws), L.TEMPLATE_REVISION_HASH)
+    return new, _split(new, pods), pods
+
+
+def ds_targets(kube: Kube, namespace: str, ds: str) -> list[RoleTarget]:
+    """Per role of a DisaggregatedSet: the newest child LWS's revision against the role's other pods
+    (lws-semantics §f: the child LWS with the newest creationTimestamp per role is the target)."""
+    children, _ = kube.list(LWS, namespace, label_selector=f"{L.DS_NAME}={ds}")
+    newest: dict[str, dict] = {}
+    for c in children:
+        role = _label(c, L.DS_ROLE)
+        key = ((c.get("metadata") or {}).get("creationTimestamp") or "", c["metadata"]["name"])
+        cur = newest.get(role)
+        if cur is None or key > ((cur["metadata"].get("creationTimestamp") or ""), cur["metadata"]["name"]):
+            newest[role] = c
+    out = []
+    for role, child in sorted(newest.items()):
+        pods, _ = kube.list(POD, namespace, label_selector=f"{L.DS_NAME}={ds},{L.DS_ROLE}={role}")
+        new = _label(kube.get(STATEFULSET, namespace, child["metadata"]["name"]), L.TEMPLATE_REVISION_HASH)
+        out.append(RoleTarget(ds, role, new, _split(new, pods), pods))
+    return out
+
+
+def targets(kube: Kube, ctx: HookContext) -> list[RoleTarget]:
+    """The roles a stage of ``ctx``'s target analyses (one for an LWS or a pair role, all for a DS)."""
+    if ctx.kind == L.DS_KIND:
+        return ds_targets(kube, ctx.namespace, ctx.name)
+    new, stable, pods = revisions(kube, ctx.namespace, ctx.name)
+    return [RoleTarget(ctx.name, _label(ctx.obj, L.ROLE) or "aggregated", new, stable, pods)]
 
 
 def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
                   prometheus: Prometheus | None = None) -> Hook:
-    """The stage hook; LeaderWorkerSet targets (one LWS per role of a pair is future work)."""
-    remembered = {"stable": ""}
+    """The stage hook for LeaderWorkerSet, P/D-pair and DisaggregatedSet targets."""
+    remembered: dict[tuple[str, str], str] = {}  # (lws, role) -> stable revision seen at an earlier stage
     needs_stable = any(m.compare for m in spec.metrics)
 
     def analysis(ctx: HookContext) -> HookResult:
-        if ctx.kind != L.LWS_KIND:
-            return HookResult(False, f"analysis: {ctx.kind} targets are not supported yet (LeaderWorkerSet "
-                                     "only)")
-        new, stable, pods = revisions(kube, ctx.namespace, ctx.name)
+        if ctx.kind not in (L.LWS_KIND, L.DS_KIND):
+            return HookResult(False, f"analysis: {ctx.kind} targets are not supported")
+        roles = targets(kube, ctx)
         if prometheus is not None:  # our own Prometheus: scrape the serving pods before measuring
             all_pods, _ = kube.list(POD, ctx.namespace)
             groups = prometheus.sync_from_pods(all_pods)
+            want = {(t.lws, t.role) for t in roles}
             names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups
-                     if g["labels"]["lws"] == ctx.name}
+                     if (g["labels"]["lws"], g["labels"]["role"]) in want}
             if not prometheus.wait_for_targets(names):
                 return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")
-        stable = stable or remembered["stable"]
-        remembered["stable"] = stable
-        if needs_stable and not any(_label(p, L.TEMPLATE_REVISION_HASH) == stable for p in pods):
-            return HookResult(True, f"analysis skipped at stage {ctx.stage}: no pod of the stable revision "
-                                    "serves any more to compare with")
-        role = _label(ctx.obj, L.ROLE) or "aggregated"
-        args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": ctx.name,
-                "role": role}
-        res = run_analysis(spec, args, provider_measure(prometheus_url))
-        summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
-        return HookResult(res.phase == "successful", f"analysis {res.phase} ({new} vs {stable}): {summary}",
-                          [m.as_dict() for m in res.measurements])
+        ok, details, records = True, [], []
+        for t in roles:
+            stable = t.stable or remembered.get((t.lws, t.role), "")
+            remembered[(t.lws, t.role)] = stable
+            who = f"role {t.role}" if len(roles) > 1 or t.role != "aggregated" else ""
+            if needs_stable and not any(_label(p, L.TEMPLATE_REVISION_HASH) == stable for p in t.pods):
+                details.append(f"analysis skipped{' for ' + who if who else ''} at stage {ctx.stage}: no pod "
+                               "of the stable revision serves any more to compare with")
+                continue
+            args = {"revision": t.new, "stable_revision": stable, "namespace": ctx.namespace, "lws": t.lws,
+                    "role": t.role}
+            res = run_analysis(spec, args, provider_measure(prometheus_url))
+            summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+            details.append(f"analysis {res.phase}{' (' + who + ')' if who else ''} ({t.new} vs {stable}): "
+                           f"{summary}")
+            records += [{**m.as_dict(), "role": t.role} for m in res.measurements]
+            ok = ok and res.phase == "successful"
+            if not ok:
+                break  # the first failed role fails the stage
+        return HookResult(ok, "; ".join(details) or "analysis: no role to analyse", records)
     analysis.__name__ = "analysis"
     return analysis

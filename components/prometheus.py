@@ -54,7 +54,9 @@ def serving_targets(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue  # workers hold shards; only the leader serves HTTP and /metrics
         if meta.get("deletionTimestamp"):
             continue
-        lws = lbl.get(L.NAME)
+        # a DisaggregatedSet's pods go by the DS: its child LWS are renamed at every revision, and the
+        # analysis compares revisions of one role under one name (components/analysis_hook.py)
+        lws = lbl.get(L.DS_NAME) or lbl.get(L.NAME)
         if not lws:
             continue
         port = serving_port(pod.get("spec") or {}, meta.get("annotations") or {})

@@ -91,11 +91,14 @@ class ImageProfile(_Model):
     error_ratio: float = Field(default=0.0, ge=0, le=1)  # share of generation requests answering 500
     kv_failure_ratio: float = Field(default=0.0, ge=0, le=1)  # decode: share of failed KV pulls (NIXL)
     slowdown_per_min: float = Field(default=0.0, ge=0)  # latency grows this share per minute of uptime
+    # KV-cache layout version: prefill and decode engines of different layouts fail the P/D hand-off at
+    # the NIXL handshake, as vLLM's compatibility hash does (the same for every image by default)
+    kv_layout: str | None = Field(default=None, min_length=1, max_length=64)
 
-    def engine_options(self) -> dict[str, float]:
+    def engine_options(self) -> dict[str, float | str]:
         """The stand-in engine options this profile sets (only those given)."""
         fields = ("ttft_s", "ttft_p95_s", "itl_s", "itl_p95_s", "error_ratio", "kv_failure_ratio",
-                  "slowdown_per_min")
+                  "slowdown_per_min", "kv_layout")
         return {f: v for f in fields if (v := getattr(self, f)) is not None and f in self.model_fields_set}
 
     @classmethod

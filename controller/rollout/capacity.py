@@ -444,3 +444,18 @@ def ds_with_budgets(ds: Obj, budgets: dict[str, Budget]) -> Obj:
         if b is not None:
             _write_budget(role, b)
     return out
+
+
+def canary_fits(owners: list[Obj], nodes: list[Obj], pods: list[Obj]) -> CapacityReport:
+    """Whether one extra group of each template in ``owners`` (LWS or DS roles: the P/D probe's canary
+    groups, ``compat.py``) can be placed next to everything that runs now."""
+    plans = [Plan(_role_of(o) or str(o.get("name") or i), group_pod_specs(o), 0, Budget(1, 0),
+                  pool=_pool_of(o))
+             for i, o in enumerate(owners)]
+    return simulate(plans, nodes, pods)
+
+
+def all_at_once(plans: list[Plan]) -> list[Plan]:
+    """``plans`` switched in one step each: surge a full copy (maxSurge = replicas), take nothing down
+    first (maxUnavailable 0), so the new groups come up beside the old ones and replace them at once."""
+    return [replace(p, budget=Budget(p.replicas, 0)) for p in plans]

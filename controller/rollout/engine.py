@@ -80,6 +80,7 @@ class Rollout:
         self.conflicts = ConflictBackoff(clock, deadline_s=self.opts.deadline_s)
         self._done_wall = time.monotonic()  # when the current stage finished (gate, bake, hooks)
         self._below_since: float | None = None  # cluster time ready groups fell below the floor
+        self.holding = False  # the last step stopped in front of a gate (``hold_gate``)
 
     @property
     def obj(self) -> Obj:
@@ -95,7 +96,7 @@ class Rollout:
             if out is not None:
                 return self._finish(out)
 
-    def step_retrying(self, *, until_stage: int | None = None) -> Outcome | None:
+    def step_retrying(self, *, until_stage: int | None = None, hold_gate: bool = False) -> Outcome | None:
         """:meth:`step`, retried after a 409 with jittered backoff (see :mod:`.retry`).
 
         Someone wrote between our read and our write (or a 409 was injected): every step re-reads
@@ -104,7 +105,7 @@ class Rollout:
         """
         while True:
             try:
-                out = self.step(until_stage=until_stage)
+                out = self.step(until_stage=until_stage, hold_gate=hold_gate)
             except Conflict as exc:
                 self.conflicts.wait(exc)
                 self.report.api_conflicts = self.conflicts.total
@@ -112,11 +113,12 @@ class Rollout:
             self.conflicts.reset()
             return out
 
-    def step(self, *, until_stage: int | None = None) -> Outcome | None:
+    def step(self, *, until_stage: int | None = None, hold_gate: bool = False) -> Outcome | None:
         """Do the planner's next action; an Outcome when the rollout has ended.
 
         ``until_stage``: return None without acting once stage ``until_stage`` (0-based) has passed
-        and the next action would start another stage (used by the P/D coordinator).
+        and the next action would start another stage (used by the P/D coordinator). ``hold_gate``:
+        also stop (``holding`` set) in front of that stage's gate, its partition written.
         """
         obj = self.t.read()
         st = state.RolloutState.from_object(obj)
@@ -126,6 +128,9 @@ class Rollout:
         log.debug("%s: %s", self.name, act)
         if until_stage is not None and st.passed > until_stage and act.kind in (
                 planner.SET_PARTITION, planner.GATE, planner.DONE):
+            return None
+        self.holding = hold_gate and act.kind == planner.GATE and act.stage == until_stage
+        if self.holding:
             return None
         if act.kind == planner.START:
             return self._start_or_end(st)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lwsflow.controller.rollout.compat import REFUSE, CompatProbe
 from lwsflow.controller.rollout.hooks import Hook
 
 
@@ -31,3 +32,10 @@ class RolloutOptions:
     # ``bake_s`` and ``hooks`` for every stage. Stage hooks run after ``hooks``.
     stage_bakes: list[float] | None = None
     stage_hooks: list[list[Hook]] | None = None
+    # P/D targets: probe the KV hand-off across revisions before any mixing (compat.py); when it fails,
+    # refuse (default) or switch each role to all-at-once ("all-at-once").
+    pd_probe: CompatProbe | None = None
+    on_incompatible: str = REFUSE
+    # P/D pair: lower both roles' partitions before gating either (the all-at-once switch), instead of
+    # decode first, then prefill
+    together: bool = False

@@ -8,6 +8,10 @@ largest skew seen is reported. Rollback goes in reverse order: prefill first, th
 
 Each LWS keeps its own persisted state, so a restarted coordinator resumes each role at its own
 stage: a role that already passed stage k is not moved again until the other has caught up.
+
+``together`` (the all-at-once switch chosen when the roles' revisions cannot hand KV off to each other,
+``compat.py``): each stage lowers both roles' partitions before either is gated, so both roles'
+new groups come up at once and the time revisions mix is as short as the switch itself.
 """
 
 from __future__ import annotations
@@ -54,6 +58,13 @@ def skew(ready_prefill: int, ready_decode: int, replicas_prefill: int, replicas_
                      abs(ready_decode - ready_prefill / ratio)), 6)
 
 
+def _switching(obj: Obj) -> bool:
+    """``obj`` is in the middle of an all-at-once switch (``compat.py``)."""
+    st = state.RolloutState.from_object(obj)
+    return (st.active and st.stages == "100%" and gate.max_surge(obj) == gate.replicas(obj) > 0
+            and gate.max_unavailable(obj) == 0)
+
+
 def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
     """The pair's two LWS by ``lwsflow.io/pd-pair=<pair>`` and their ``lwsflow.io/role`` label."""
     items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
@@ -75,6 +86,9 @@ class PairRollout:
         # called before stage k (0-based) moves either role: a manual gate blocks here (RolloutPolicy)
         self.before_stage = before_stage
         live = find_pair(kube, namespace, pair)
+        # an interrupted all-at-once switch resumes as one: its signature is on the objects (one stage,
+        # a full surge, nothing down first), since "together" itself is not persisted
+        self.together = opts.together or all(_switching(o) for o in live.values())
         manifests = manifests or {}
         reps = {r: gate.replicas(manifests.get(r) or live[r]) for r in ROLES}
         base = max(ROLES, key=lambda r: reps[r])
@@ -121,6 +135,12 @@ class PairRollout:
         for k in range(self.n):
             if self.before_stage is not None and k > 0:
                 self.before_stage(k)
+            if self.together:
+                for role in ROLES:  # both partitions first, then the gates
+                    out = self._advance(role, k, hold=True)
+                    if out is not None and out.result != SUCCEEDED:
+                        return self._rollback(f"{role}: {out.message}") if out.result == FAILED \
+                            else self._finish(out)
             for role in ROLES:
                 out = self._advance(role, k)
                 if out is not None and out.result != SUCCEEDED:
@@ -129,14 +149,17 @@ class PairRollout:
                     return self._finish(out)
         return self._finish(Outcome(SUCCEEDED, f"pair {self.pair}: both roles rolled out", self.report))
 
-    def _advance(self, role: str, k: int) -> Outcome | None:
-        """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome)."""
+    def _advance(self, role: str, k: int, hold: bool = False) -> Outcome | None:
+        """Step ``role`` until it has passed stage ``k`` (None) or ended otherwise (its Outcome);
+        ``hold``: only until stage ``k``'s partition is written (in front of its gate)."""
         eng = self.engines[role]
         while True:
-            out = eng.step_retrying(until_stage=k)  # a 409 re-reads and re-plans after a backoff
+            out = eng.step_retrying(until_stage=k, hold_gate=hold)  # a 409 re-reads and re-plans
             self.latest[role] = eng.obj
             if out is not None:
                 return out
+            if hold and eng.holding:
+                return None
             if eng.phase() == state.RUNNING and eng.passed() > k:
                 return None
 
@@ -146,7 +169,11 @@ class PairRollout:
                 self.engines[role].pause(reason)
             return self._finish(Outcome(PAUSED, f"pair {self.pair} paused for a human: {reason}",
                                         self.report))
-        results = [self.engines[role].rollback(reason) for role in reversed(ROLES)]  # prefill first
+        # prefill first; a role whose rollout never started (decode failed stage 1 before prefill
+        # moved) has nothing to undo, and its last finished rollout must not be "rolled back"
+        todo = [role for role in reversed(ROLES) if state.RolloutState.from_object(
+            self.kube.get(LWS, self.ns, self.engines[role].name)).active]
+        results = [self.engines[role].rollback(reason) for role in todo]
         ok = all(r.result == ROLLED_BACK for r in results)
         return self._finish(Outcome(ROLLED_BACK if ok else FAILED,
                                     f"pair {self.pair} {'rolled back' if ok else 'rollback failed'}: "

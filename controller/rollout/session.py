@@ -21,6 +21,7 @@ from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.ds import ds_rollout, refuse_pause
 from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
+from lwsflow.controller.rollout.pd_guard import guard_ds, guard_pair
 from lwsflow.controller.rollout.stages import resolve_stages
 from lwsflow.controller.yamlio import load_yaml_documents
 
@@ -162,7 +163,12 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
         for role in ROLES:
             _refuse_other_manifest(live[role], docs.get(role))
-            if not state.RolloutState.from_object(live[role]).active:
+        switched = False
+        fresh = not any(state.RolloutState.from_object(live[r]).active for r in ROLES)
+        if fresh and opts.pd_probe is not None:  # before anything mixes revisions (pd_guard.py)
+            opts, switched = guard_pair(kube, clock, target.namespace, target.name, opts, docs, live, log)
+        for role in ROLES:
+            if not switched and not state.RolloutState.from_object(live[role]).active:
                 role_doc = docs.get(role) or live[role]
                 checked, msg = check_capacity(kube, role_doc, auto_budget, target.namespace)
                 log(f"capacity {role}: {msg}")
@@ -176,7 +182,10 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     if not ds:  # a DisaggregatedSet rolls in one gated stage: --stages does not apply
         check_stages(opts.stages, [doc or live])
     _refuse_other_manifest(live, doc)
-    if not state.RolloutState.from_object(live).active:
+    switched = False
+    if ds and opts.pd_probe is not None and not state.RolloutState.from_object(live).active:
+        doc, switched = guard_ds(kube, clock, target.namespace, target.name, opts, doc, live, log)
+    if not switched and not state.RolloutState.from_object(live).active:
         current = doc or live
         checked, msg = (check_ds_capacity if ds else check_capacity)(
             kube, current, auto_budget, target.namespace)

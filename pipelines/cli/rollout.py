@@ -3,6 +3,7 @@
     lwsflow rollout run lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] [--stages 1,25%,50%,100%]
         [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
         [--auto-budget] [--smoke] [--hook CMD] [--probe URL] [--analysis SPEC --prometheus URL|local]
+        [--pd-probe [--on-incompatible refuse|all-at-once]]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
     lwsflow rollout abort TARGET -n NS [--report FILE]
@@ -101,6 +102,12 @@ def run(
                                                   "after each stage")] = None,
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for --analysis, or 'local' to "
                                                     "run one here (scripts/setup installs it)")] = None,
+    pd_probe: Annotated[bool, typer.Option("--pd-probe", help="pair/ds: before revisions mix, hand KV off "
+                                           "new prefill -> old decode and the reverse (a canary group per "
+                                           "role)")] = False,
+    on_incompatible: Annotated[str | None, typer.Option(
+        "--on-incompatible", help="with --pd-probe, when the revisions cannot hand off: refuse (default) "
+        "or all-at-once (each role in one step, capacity checked)")] = None,
 ) -> int:
     """Start a rollout (or continue the one in progress after a crash).
 
@@ -120,7 +127,12 @@ def run(
         raise InvalidInput("must be greater than 0", field="deadline")
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
     spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
+    _pd_probe_options(opts, tgt, manifest, pd_probe, on_incompatible)
     kube, clock = _connect(kubeconfig)
+    if pd_probe:
+        from lwsflow.components.pd_probe import pd_probe as make_probe
+
+        opts.pd_probe = make_probe(kube)
     if spec is None:
         return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
     from lwsflow.components.analysis_hook import analysis_hook
@@ -136,6 +148,26 @@ def run(
     finally:
         if local is not None:
             local.stop()
+
+
+def _pd_probe_options(opts: RolloutOptions, target: Target, manifest: str | None, probe: bool,
+                      on_incompatible: str | None) -> None:
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.rollout.compat import DS_NEEDS_MANIFEST, ON_INCOMPATIBLE
+
+    if on_incompatible is not None:
+        if on_incompatible not in ON_INCOMPATIBLE:
+            raise InvalidInput(f"must be one of {', '.join(ON_INCOMPATIBLE)}, got {on_incompatible!r}",
+                               field="--on-incompatible")
+        if not probe:
+            raise InvalidInput("only used with --pd-probe", field="--on-incompatible")
+        opts.on_incompatible = on_incompatible
+    if probe and target.kind == "lws":
+        raise InvalidInput("only for P/D targets (pair/NAME or ds/NAME): an LWS has no hand-off to probe",
+                           field="--pd-probe")
+    if probe and target.kind == "ds" and manifest is None:
+        raise InvalidInput(DS_NEEDS_MANIFEST,
+                           field="--pd-probe")
 
 
 def _analysis_spec(path: str | None, prometheus: str | None) -> Any:

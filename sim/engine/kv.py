@@ -23,11 +23,30 @@ import httpx
 from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
 
 BLOCK_TOKENS = 16  # tokens per KV block, vLLM's default block_size
+NIXL_CONNECTOR_VERSION = 2  # part of the compatibility hash, as vLLM's NIXL_CONNECTOR_VERSION
+DEFAULT_KV_LAYOUT = "1"  # the stand-in engine's KV-cache layout version (an image profile may change it)
 REQUIRED_PARAMS = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
 
 
 class KVTransferError(Exception):
     """The decode side could not load the remote KV (vLLM: KV load failure)."""
+
+
+def compatibility_hash(version: str, kv_layout: str) -> str:
+    """What a NIXL handshake compares, like vLLM's ``compute_nixl_compatibility_hash``: the engine
+    version, the connector version and the KV-cache layout (vLLM hashes the model geometry, dtype,
+    attention backend and cache dtype; here one layout version stands for all of them)."""
+    factors = json.dumps({"vllm_version": version, "nixl_connector_version": NIXL_CONNECTOR_VERSION,
+                          "kv_layout": kv_layout}, sort_keys=True)
+    return hashlib.sha256(factors.encode()).hexdigest()[:16]
+
+
+def mismatch_message(local: str, remote: str) -> str:
+    """vLLM's words when the handshake finds an incompatible peer (vllm PR #29503, NIXL base worker)."""
+    return (f"NIXL compatibility hash mismatch. Local: {local}, Remote: {remote}. Prefill and decode "
+            "instances have incompatible configurations. This may be due to: different vLLM versions, "
+            "models, dtypes, KV cache layouts, attention backends, etc. Both instances must use identical "
+            "configurations.")
 
 
 @dataclass
@@ -90,7 +109,8 @@ def _digest(text: str) -> str:
 class SideChannel:
     """The prefill engine's side-channel server: ``POST /kv/pull`` hands out held blocks."""
 
-    def __init__(self, store: KVStore, host: str, port: int, broken: Callable[[], bool]) -> None:
+    def __init__(self, store: KVStore, host: str, port: int, broken: Callable[[], bool],
+                 compat_hash: str = "") -> None:
         channel = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,7 +124,13 @@ class SideChannel:
                 status, body = channel.pull(read_body(self))
                 send_body(self, status, json.dumps(body).encode(), "application/json")
 
+            def do_GET(self) -> None:  # the handshake: this engine's metadata (vLLM: GET_META_MSG)
+                status, body = channel.handshake() if self.path.split("?", 1)[0] == "/kv/handshake" \
+                    else (404, {"error": "not found"})
+                send_body(self, status, json.dumps(body).encode(), "application/json")
+
         self.store = store
+        self.compat_hash = compat_hash
         self._broken = broken
         self.httpd = QuietThreadingHTTPServer((host, port), Handler)
         self.host, self.port = host, self.httpd.server_address[1]
@@ -112,6 +138,11 @@ class SideChannel:
                                         name=f"kv-side-{self.port}",
                                         daemon=True)
         self._thread.start()
+
+    def handshake(self) -> tuple[int, dict]:
+        if self._broken():
+            return 503, {"error": "NIXL handshake failed: remote agent metadata unavailable"}
+        return 200, {"engine_id": self.store.engine_id, "compatibility_hash": self.compat_hash}
 
     def pull(self, raw: bytes) -> tuple[int, dict]:
         if self._broken():
@@ -131,11 +162,46 @@ class SideChannel:
         self._thread.join(timeout=5)
 
 
-def pull_remote_kv(params: dict, prompt: str, timeout_s: float) -> int:
-    """Decode side: pull the KV described by ``kv_transfer_params``; returns the tokens loaded."""
+class Handshakes:
+    """Decode side: the compatibility hash of each remote engine, fetched once per engine id (vLLM
+    handshakes once per remote engine and keeps the connection)."""
+
+    def __init__(self, local_hash: str) -> None:
+        self.local_hash = local_hash
+        self._lock = threading.Lock()
+        self._remote: dict[str, str] = {}
+
+    def check(self, params: dict, timeout_s: float) -> None:
+        """Raise KVTransferError unless the remote engine's hash equals ours (checked before any pull)."""
+        engine_id = str(params.get("remote_engine_id"))
+        with self._lock:
+            remote = self._remote.get(engine_id)
+        if remote is None:
+            url = f"http://{params['remote_host']}:{params['remote_port']}/kv/handshake"
+            try:
+                resp = httpx.get(url, timeout=timeout_s)
+            except httpx.HTTPError as exc:
+                raise KVTransferError(f"NIXL handshake with {url} failed: {type(exc).__name__}: "
+                                      f"{exc}") from exc
+            if resp.status_code != 200:
+                raise KVTransferError(f"NIXL handshake with {url} answered {resp.status_code}: "
+                                      f"{resp.text[:200]}")
+            remote = str(resp.json().get("compatibility_hash", ""))
+            with self._lock:
+                self._remote[engine_id] = remote
+        if remote != self.local_hash:
+            raise KVTransferError(mismatch_message(self.local_hash, remote))
+
+
+def pull_remote_kv(params: dict, prompt: str, timeout_s: float, handshakes: Handshakes | None = None) -> int:
+    """Decode side: pull the KV described by ``kv_transfer_params``; returns the tokens loaded.
+    With ``handshakes``, the remote engine's compatibility hash is checked first (vLLM's default
+    ``enforce_handshake_compat``)."""
     missing = [k for k in REQUIRED_PARAMS if params.get(k) in (None, "", [])]
     if missing:
         raise KVTransferError(f"kv_transfer_params missing {', '.join(missing)}")
+    if handshakes is not None:
+        handshakes.check(params, timeout_s)
     url = f"http://{params['remote_host']}:{params['remote_port']}/kv/pull"
     body = {"engine_id": params["remote_engine_id"], "request_id": params["remote_request_id"],
             "block_ids": params["remote_block_ids"]}

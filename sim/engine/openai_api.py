@@ -50,6 +50,9 @@ class EngineOptions(BaseModel):
     side_channel_port: int = Field(0, ge=0, le=65535, description="prefill KV side channel port (0: any)")
     kv_lease_s: float = Field(30.0, gt=0, description="how long a prefill holds KV for the decoder")
     kv_timeout_s: float = Field(2.0, gt=0, description="decode's timeout pulling remote KV")
+    kv_layout: str = Field(kv.DEFAULT_KV_LAYOUT, min_length=1, max_length=64,
+                           description="KV-cache layout version: a NIXL handshake between engines of "
+                           "different layouts fails (vLLM's compatibility hash)")
     max_model_len: int = Field(8192, gt=0)
     tls: bool = Field(False, description="serve HTTPS with a fresh self-signed certificate (like the "
                       "llm-d sidecar's default --secure-proxy)")
@@ -115,11 +118,14 @@ class Engine:
         self.rng = random.Random(options.seed if options.seed is not None else self.engine_id)
         self._rng_lock = threading.Lock()
         self.side_channel: kv.SideChannel | None = None
+        self.compat_hash = kv.compatibility_hash(options.version, options.kv_layout)
+        self.handshakes = kv.Handshakes(self.compat_hash)
         if role == "prefill":
             store = kv.KVStore(self.engine_id, options.kv_lease_s,
                                lambda: self.metrics.nixl_expired.labels(**self.metrics.lv()).inc())
             self.side_channel = kv.SideChannel(store, host, options.side_channel_port,
-                                               lambda: bool(self.faults.get("broken-handoff", "kv")))
+                                               lambda: bool(self.faults.get("broken-handoff", "kv")),
+                                               self.compat_hash)
 
     def set_modes(self, spec: str) -> None:
         """Switch failure modes at run time (a release going bad under a running pod)."""
@@ -186,7 +192,7 @@ class Engine:
         try:
             if self._draw() < self.options.kv_failure_ratio:
                 raise kv.KVTransferError("NIXL transfer failed (profile kv_failure_ratio)")
-            loaded = kv.pull_remote_kv(kvp, prompt, self.options.kv_timeout_s)
+            loaded = kv.pull_remote_kv(kvp, prompt, self.options.kv_timeout_s, self.handshakes)
         except kv.KVTransferError as exc:
             self.metrics.nixl_failed.labels(**self.metrics.lv()).inc()
             if self.faults.get("kv-recompute", "kv"):

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from lwsflow.sim.engine import openai_api
 from lwsflow.sim.engine.faults import Faults
@@ -38,7 +39,29 @@ class EngineHTTPServer(QuietThreadingHTTPServer):
 
     def __init__(self, addr: tuple[str, int], engine: openai_api.Engine) -> None:
         self.engine = engine
+        self._conns_lock = threading.Lock()
+        self._conns: set[socket.socket] = set()  # open client connections (keep-alive included)
         super().__init__(addr, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, addr = super().get_request()
+        with self._conns_lock:
+            self._conns.add(conn)
+        return conn, addr
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conns_lock:
+            self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Reset every open connection: a stopped pod's engine must not keep answering on keep-alive
+        connections accepted before it stopped (its replacement may serve on the same address)."""
+        with self._conns_lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -217,6 +240,7 @@ class EngineHandle:
         self.engine.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.drop_connections()
         self.engine.close()
         self._thread.join(timeout=5)
 

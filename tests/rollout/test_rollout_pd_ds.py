@@ -82,6 +82,27 @@ def test_pair_rollback_prefill_first(env: Env) -> None:
         assert state.RolloutState.from_object(obj).phase == state.ROLLED_BACK
 
 
+def test_pair_decode_failing_at_stage_one_rolls_back_without_touching_prefill(env: Env) -> None:
+    """Decode moves first, so a decode release that fails stage 1 ends the rollout before prefill
+    started: only decode is rolled back, and prefill (no rollout of its own to undo) is left as it is
+    instead of the whole pair reading "rollback failed" (found by the P/D analysis test)."""
+    p, d = pair(prefill=2, decode=2)
+    env.create_ready(p)
+    env.create_ready(d)
+    bad_decode = new_release(d, **{"sim.lwsflow.io/never-ready": "true"})
+    out = PairRollout(env.kube, NS, "chat", RolloutOptions(stages="1,100%", deadline_s=90),
+                      env.clock(), manifests={"prefill": new_release(p), "decode": bad_decode}).run()
+    assert out.result == "rolled-back", out.message
+    assert [e["reason"] for e in out.report.events].count("RollbackStarted") == 1
+    prefill = env.kube.get(LWS, NS, "chat-prefill")
+    image = prefill["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
+    assert image == "vllm:1" and not state.RolloutState.from_object(prefill).id
+    assert env.rec.partitions["chat-prefill"] == [0]
+    decode = env.kube.get(LWS, NS, "chat-decode")
+    assert state.RolloutState.from_object(decode).phase == state.ROLLED_BACK
+    assert gate.lws_fully_rolled(decode).passed
+
+
 def test_ds_rollout_gated_per_role(env: Env) -> None:
     base = ds_manifest("dis", prefill=2, decode=1)
     env.create_ready(base)
@@ -135,3 +156,30 @@ def test_pair_resumes_after_interrupt_mid_stage(env: Env) -> None:
     passes = [(n, v) for _rv, n, w, v in sorted(env.rec.order) if w == "passed"]
     assert passes == [("chat-decode", 1), ("chat-prefill", 1), ("chat-decode", 2), ("chat-prefill", 2),
                       ("chat-decode", 3), ("chat-prefill", 3)]
+
+
+def test_interrupted_all_at_once_switch_resumes_with_both_roles_together(env: Env) -> None:
+    """The all-at-once switch (cross-revision P/D compatibility, docs/rollout.md) lowers both roles'
+    partitions before gating either; a coordinator restarted in the middle (options from the persisted
+    state: one stage, no "together") must not fall back to decode first."""
+    from lwsflow.controller.rollout import capacity
+
+    p, d = pair(prefill=2, decode=1)
+    env.create_ready(p)
+    env.create_ready(d)
+    manifests = {"prefill": capacity.with_budget(new_release(p), capacity.Budget(2, 0)),
+                 "decode": capacity.with_budget(new_release(d), capacity.Budget(1, 0))}
+
+    def stop(name: str) -> None:
+        if name == "prefill:started":  # decode's partition is down, prefill only frozen
+            raise Interrupted(name)
+    with pytest.raises(Interrupted):
+        PairRollout(env.kube, NS, "chat", RolloutOptions(stages="100%", together=True), env.clock(),
+                    manifests=manifests, on_step=stop).run()
+    out = PairRollout(env.kube, NS, "chat", RolloutOptions(stages="100%"), env.clock(),
+                      manifests=manifests).run()
+    assert out.result == "succeeded", out.message
+    events = sorted(env.rec.order)
+    lowered = {n: rv for rv, n, w, v in events if w == "partition" and v == 0 and rv > 0}
+    passed = [rv for rv, n, w, v in events if w == "passed" and v == 1]
+    assert len(passed) == 2 and max(lowered.values()) < min(passed), events

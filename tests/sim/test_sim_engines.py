@@ -40,3 +40,25 @@ def test_leader_pods_serve_on_their_pod_ip():
             urllib.request.urlopen(f"http://{ip}:{port}/v1/models", timeout=2)
     finally:
         c.close()
+
+
+def test_stopped_engine_drops_its_keep_alive_connections() -> None:
+    """A pod that goes away takes its connections with it: a client holding a keep-alive connection
+    to a stopped engine must not keep being answered by it when a replacement serves on the same
+    address (found by the P/D analysis test: the replaced pod's successor saw no traffic)."""
+    import httpx
+
+    from lwsflow.sim.engine import start_engine
+
+    old = start_engine(model="m", version="1.0.0")
+    with httpx.Client(base_url=old.url) as c:
+        assert c.get("/version").json()["version"] == "1.0.0"  # the connection stays open
+        old.stop()
+        with start_engine(host=old.host, port=old.port, model="m", version="2.0.0"):
+            answers = []
+            for _ in range(3):
+                try:
+                    answers.append(c.get("/version").json()["version"])
+                except httpx.TransportError:
+                    answers.append("reset")
+    assert "1.0.0" not in answers and "2.0.0" in answers, answers
