@@ -96,12 +96,13 @@ def warm_validators() -> None:
     """
     with contextlib.suppress(Exception):
         from lwsflow.controller.api.crd import crd_for_object
-        from lwsflow.controller.api.schema_check import validator
+        from lwsflow.controller.api.schema_check import fast_check, validator
 
         for api_version, kind in ((L.LWS_API_VERSION, L.LWS_KIND), (L.DS_API_VERSION, L.DS_KIND)):
             crd = crd_for_object({"apiVersion": api_version, "kind": kind})
             if crd is not None:
                 validator(crd.plural)
+                fast_check(crd.plural)
 
 
 def cores() -> int:
