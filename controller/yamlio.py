@@ -157,7 +157,7 @@ def _build(next_event: Callable[[], Any]) -> list[Any]:
             if not stack:
                 docs.append(closed)  # the collection just closed is the document
             continue
-        elif kind is yaml.DocumentStartEvent or kind is yaml.DocumentEndEvent or kind is yaml.StreamStartEvent:
+        elif kind in (yaml.DocumentStartEvent, yaml.DocumentEndEvent, yaml.StreamStartEvent):
             continue
         elif kind is yaml.StreamEndEvent or event is None:
             return docs
@@ -280,8 +280,8 @@ class _Unalike(Exception):
 # plain in PyYAML for sure: a letter first (no indicator, no number, no timestamp), no flow or comment
 # characters, and not one of YAML 1.1's booleans or nulls
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9._/-]*\Z")
-_RESERVED = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF "
-                      "null Null NULL".split())
+_RESERVED = frozenset({"yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False",
+                       "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL"})
 _Form = str | tuple[str, tuple[str, ...]]  # a one-line token, or a block header and its lines
 _forms: dict[Any, _Form] = {}
 _keys: dict[str, str] = {}
@@ -379,7 +379,7 @@ def _mapping(doc: dict[Any, Any], indent: int, out: list[str], inline: bool) -> 
 
 
 def _sequence(doc: list[Any], indent: int, out: list[str], inline: bool) -> None:
-    """A non-empty sequence whose dashes sit at ``indent`` (the first one on the current line if ``inline``)."""
+    """A non-empty sequence with its dashes at ``indent`` (the first on the current line if ``inline``)."""
     pad = " " * indent
     for item in doc:
         out.append("-" if inline else f"{pad}-")
