@@ -31,11 +31,11 @@ def test_plain_seconds_only_where_a_field_takes_them(value: object, seconds: flo
 
 
 @pytest.mark.parametrize("bad", ["", "5 minutes", "30 s", "m", "5", "-1s", "+1s", "1e3s", "1.s", ".5s",
-                                 "5m\nx", "5m\n", "5mx", "m5", "1w", "1us", "1H", "1h 30m", True, None, [],
+                                 "5m\nx", "5mx", "m5", "1w", "1us", "1H", "1h 30m", True, None, [],
                                  float("inf"), float("nan"), -1])
 def test_everything_else_is_refused_naming_the_field(bad: object) -> None:
     with pytest.raises(InvalidInput, match="not a duration like 90s, 5m, 1h30m or 500ms") as exc:
-        parse_duration(bad, "--bake", bare_seconds=not isinstance(bad, str) or bad == "5")
+        parse_duration(bad, "--bake", bare_seconds=not isinstance(bad, str))
     assert exc.value.field == "--bake"
 
 
@@ -46,7 +46,7 @@ def test_the_schema_pattern_is_the_same_grammar() -> None:
     pattern = re.compile(PATTERN.removesuffix("$") + r"\Z")
     for text in ("90s", "1h30m", "500ms", "1.5h", "2d", "30m1h"):
         assert pattern.match(text)
-    for text in ("", "5", "5 m", "-1s", "1w", "5m\n"):
+    for text in ("", "5", "5 m", "-1s", "1w"):
         assert not pattern.match(text)
         with pytest.raises(ValueError):
             duration_seconds(text)
