@@ -94,7 +94,7 @@ def parse_tool_output(text: str, source: str = "<input>") -> list[Any]:
 
 _STR, _INT, _FLOAT, _BOOL, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null"))
 _NOKEY: Any = object()
-_resolver = yaml.resolver.Resolver()
+_resolve: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = yaml.resolver.Resolver().resolve
 _constructor = yaml.constructor.SafeConstructor()
 _plain: dict[str, Any] = {}
 
@@ -105,7 +105,7 @@ def _plain_value(text: str) -> Any:
         return _plain[text]
     except KeyError:
         pass
-    tag = _resolver.resolve(yaml.ScalarNode, text, (True, False))
+    tag = _resolve(yaml.ScalarNode, text, (True, False))
     node = yaml.ScalarNode(tag, text)
     if tag == _STR:
         value: Any = text
