@@ -13,10 +13,11 @@ one by one so the error names the overlay that is broken. A model overlay the ag
 list (a production environment with no digest pinned for it yet, see ``overlays``) is reported as
 not released, with the reason, instead of being built.
 
-Speed (bench/overlays_bench.py): the environments' kustomize runs go one per core, each parsed
-(libyaml) on the thread that waited for it, while the calling thread validates the environments in
-order as they arrive, so one environment's validation overlaps the next one's build; the validators
-are compiled while the first builds run. Kustomize runs with a larger Go GC target (``GOGC``),
+Speed (bench/overlays_bench.py): the environments' kustomize runs go one per core and one more, each
+parsed (straight from libyaml's events) on the thread that waited for it, while the calling thread
+validates the environments in order as they arrive (a compiled schema check first, jsonschema only
+for an object it does not pass), so one environment's validation overlaps the next one's build; the
+validators are compiled while the first builds run. Kustomize runs with a larger Go GC target (``GOGC``),
 which saves it a third of its CPU time for a modest heap. Results and errors are those of a
 sequential build in environment order.
 """
