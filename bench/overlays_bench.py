@@ -6,7 +6,8 @@ example environments' overrides follow their model), then prints, in one run:
 * the **kustomize floor**: the three ``kubectl kustomize`` runs alone, one after another and all at
   once, with Go's default GC target and with the ``GOGC`` lwsflow gives kustomize;
 * the **old path** (the fast paths switched off: the pure-Python YAML emitter and parser, every
-  existing overlay parsed on re-render, environments built one after another with Go's default GC)
+  existing overlay parsed on re-render, jsonschema on every object, environments built one after
+  another with Go's default GC)
   beside the **new path**, part by part: render (fresh tree), re-render (``render --check`` on the
   written tree), each environment's kustomize run, parse and validation, and the total (fresh render +
   build-overlays). Each path runs in a fresh Python process (cold validators, as in the CLI); imports
@@ -102,6 +103,8 @@ def old_path() -> Iterator[Callable[[Path], list[Any]]]:
     from lwsflow.components import kustomize as K
     from lwsflow.components import overlays as O
     from lwsflow.controller import yamlio
+    from lwsflow.controller.api import defaults as D
+    from lwsflow.controller.api import schema_check as S
     from lwsflow.controller.errors import InvalidInput
 
     def old_kustomize_build(path: Path, timeout: float = K.BUILD_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -121,12 +124,13 @@ def old_path() -> Iterator[Callable[[Path], list[Any]]]:
     def old_build(tree: Path) -> list[Any]:
         return [b for env in K.environments(tree) for b in K.build_environment(tree, env)]
 
-    saved = (yamlio._CDumper, K.kustomize_build, O._overlay_file)
+    saved = (yamlio._CDumper, K.kustomize_build, O._overlay_file, S.fast_check, D.wire_copy)
     yamlio._CDumper, K.kustomize_build, O._overlay_file = None, old_kustomize_build, old_overlay_file
+    S.fast_check, D.wire_copy = lambda plural: lambda obj: False, copy.deepcopy  # jsonschema on every object
     try:
         yield old_build
     finally:
-        yamlio._CDumper, K.kustomize_build, O._overlay_file = saved
+        yamlio._CDumper, K.kustomize_build, O._overlay_file, S.fast_check, D.wire_copy = saved
 
 
 def cpu() -> float:

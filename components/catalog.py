@@ -21,13 +21,13 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import load_yaml_documents
 
 # Patterns end in \Z, not $: Python's $ also matches before a trailing newline ("llama\n").
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 PERCENT = re.compile(r"^(\d{1,3})%\Z")
-DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+\Z")
 # Kubernetes name and label syntax (apimachinery validation): what the API server would refuse later,
 # once a StatefulSet or Pod is created from the LWS, is refused here, naming the catalog field.
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -180,8 +180,7 @@ class RolloutSettings(_Strict):
     @field_validator("bake", "deadline")
     @classmethod
     def _duration(cls, v: str) -> str:
-        if not DURATION.match(v):
-            raise ValueError(f"{v!r} is not a duration like 90s, 10m or 1h30m")
+        duration_seconds(v)  # the one grammar (controller/api/duration.py); the text is kept as written
         return v
 
 

@@ -98,13 +98,13 @@ def staged_rollout(kube: Any, target: str, namespace: str, manifest: Any, *, sta
                    bake: str, hooks: list[Any], log: Any) -> Any:
     """The controller's staged rollout of ``target`` to ``manifest`` (``lwsflow.controller.rollout.session``),
     in the cluster's clock; returns its ``Outcome`` (``exit_code`` 0 only when every stage passed)."""
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.rollout import session
     from lwsflow.controller.rollout.engine import RolloutOptions
-    from lwsflow.controller.rollout.stages import parse_duration
 
     tgt = session.parse_target(target, namespace)
-    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
-                          deadline_s=parse_duration(deadline, "deadline"))
+    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake", bare_seconds=True),
+                          deadline_s=parse_duration(deadline, "deadline", bare_seconds=True))
     opts.hooks.extend(hooks)
     return session.run(kube, session.clock_for(kube), tgt, opts, manifest=manifest,
                        on_step=lambda step: log(f"  {step}"), log=log)

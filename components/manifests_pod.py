@@ -149,18 +149,28 @@ def volume_claim_templates(spec: ModelSpec) -> list[dict[str, Any]]:
 
 def assert_no_secret_literals(objs: list[dict[str, Any]]) -> None:
     """Defence in depth: refuse rendered output where a secret-looking env name has a literal value."""
-    def walk(node: Any, path: str) -> None:
+    # The path is spelled out only for the error: the walk carries the parts, the path's last four
+    # characters and whether ".env[" occurred yet (every render runs this over every node).
+    def walk(node: Any, parts: list[str], tail: str, in_env: bool) -> None:
         if isinstance(node, dict):
             name, value = node.get("name"), node.get("value")
-            secretish = isinstance(name, str) and looks_secret(name)
-            if secretish and isinstance(value, str) and ".env[" in path:
+            if in_env and isinstance(name, str) and isinstance(value, str) and looks_secret(name):
                 raise InvalidInput(f"env {name!r} would carry a literal value; use a secretKeyRef",
-                                   field=path)
+                                   field="".join(parts))
             for k, v in node.items():
-                walk(v, f"{path}.{k}" if path else k)
+                step(v, f".{k}" if parts else str(k), parts, tail, in_env)
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                walk(v, f"{path}[{i}]")
+                step(v, f"[{i}]", parts, tail, in_env)
+
+    def step(node: Any, seg: str, parts: list[str], tail: str, in_env: bool) -> None:
+        if not isinstance(node, dict | list):
+            return
+        joined = tail + seg
+        parts.append(seg)
+        walk(node, parts, joined[-4:], in_env or ".env[" in joined)
+        parts.pop()
 
     for obj in objs:
-        walk(obj, f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}")
+        root = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        walk(obj, [root], root[-4:], ".env[" in root)

@@ -113,6 +113,10 @@ def pointer(parts: Iterable[str | int]) -> str:
 def diff_ops(old: Any, new: Any, path: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
     """JSON 6902 operations turning ``old`` into ``new``; lists of another length are replaced whole."""
     if isinstance(old, dict) and isinstance(new, dict):
+        # an identical subtree (most of a pod template) in one C-level comparison; repr tells 1, 1.0
+        # and True apart, as the leaf rule below does
+        if old == new and repr(old) == repr(new):
+            return []
         ops: list[dict[str, Any]] = []
         for k, v in new.items():
             if k not in old:

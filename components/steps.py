@@ -276,8 +276,8 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
     import tempfile
 
     from lwsflow.components import deploy
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.kube.client import Kube
-    from lwsflow.controller.rollout.stages import parse_duration
 
     with gitwork.checkout(repo_url, commit=commit) as work:
         text = kustomize(work / OVERLAYS / env / model)
@@ -300,7 +300,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
         stages = "100%"
         log("rollout", f"{target} -n {namespace}: first install (nothing to stage), waiting until ready")
         try:
-            installed = deploy.install(kube, docs, parse_duration(deadline, "deadline"))
+            installed = deploy.install(kube, docs, parse_duration(deadline, "deadline", bare_seconds=True))
             _write_report(str(out_dir), "rollout", installed)
             deploy.verify_live(kube, docs)
         except OperationFailed as exc:
@@ -322,7 +322,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
                     kube, clock_for(kube), deploy.workloads(docs), owner,
                     # each stage's deadline, once per role of a pair (its roles move one after the
                     # other), plus two: the controller's rollback, and its resync latency at high speed
-                    parse_duration(deadline, "deadline") * (len(stages.split(",")) + 2)
+                    parse_duration(deadline, "deadline", bare_seconds=True) * (len(stages.split(",")) + 2)
                     * len(deploy.workloads(docs)),
                     lambda m: log("rollout", m))
                 _write_report(str(out_dir), "rollout", cdata)

@@ -25,23 +25,13 @@ from pydantic import (
 )
 
 from lwsflow.controller.analysis import expr
+from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import InvalidInput
 
 ARGS = ("revision", "stable_revision", "namespace", "lws", "role", "window")
 _ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 # argument values end up inside PromQL label matchers and URLs: keep them to label-value-safe characters
 ARG_VALUE = re.compile(r"^[A-Za-z0-9._-]*$")
-
-
-def parse_duration(v: object) -> float:
-    """Seconds from a number or ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"``."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str) and (m := _DURATION_RE.match(v.strip())):
-        return float(m.group(1)) * _UNIT_S[m.group(2)]
-    raise ValueError(f"{v!r} is not a duration (a number of seconds, or e.g. '30s', '2m')")
 
 
 def promql_duration(seconds: float) -> str:
@@ -128,7 +118,7 @@ class Metric(_Model):
     @field_validator("interval", "initial_delay", mode="before")
     @classmethod
     def _duration(cls, v: object) -> float:
-        return parse_duration(v)
+        return duration_seconds(v, bare_seconds=True)
 
     @field_validator("success_condition", "failure_condition")
     @classmethod
@@ -169,7 +159,7 @@ class AnalysisSpec(_Model):
     @field_validator("window", mode="before")
     @classmethod
     def _window(cls, v: object) -> float | None:
-        return None if v is None else parse_duration(v)
+        return None if v is None else duration_seconds(v, bare_seconds=True)
 
     @model_validator(mode="after")
     def _unique(self) -> AnalysisSpec:

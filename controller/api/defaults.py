@@ -9,6 +9,7 @@ roles keep a missing ``rollingUpdateConfiguration`` (the DS planner then uses su
 from __future__ import annotations
 
 import copy
+import marshal
 from typing import Any
 
 from lwsflow.controller.api.crd import crd_for_object
@@ -61,9 +62,18 @@ def apply_lws_webhook_defaults(spec: dict[str, Any]) -> None:
         spec["networkConfig"] = {"subdomainPolicy": "Shared"}
 
 
+def wire_copy(obj: Any) -> Any:
+    """A deep copy; through ``marshal`` (C, several times faster than ``copy.deepcopy``) when the
+    object is made only of exact dicts, lists, strings, numbers, booleans and None, as wire objects are."""
+    try:
+        return marshal.loads(marshal.dumps(obj))
+    except ValueError:  # a subclass or another type: marshal refuses it
+        return copy.deepcopy(obj)
+
+
 def default_object(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted deep copy of an LWS / DS / DS role scaler manifest (other kinds: a plain copy)."""
-    out = copy.deepcopy(obj)
+    out: dict[str, Any] = wire_copy(obj)
     crd = crd_for_object(out)
     if crd is None:
         return out

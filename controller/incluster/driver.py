@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.kube import watch
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, Resource
 from lwsflow.controller.policy import gates
-from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck, parse_duration
+from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck
 from lwsflow.controller.rollout import planner, state
 from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
@@ -70,9 +71,9 @@ def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
     gated = any(s.pause is not None for s in spec.stages)
     report = on_check or (lambda _d, _ok: None)
     return RolloutOptions(
-        stages=spec.stages_text(), deadline_s=parse_duration(spec.progressDeadline),
+        stages=spec.stages_text(), deadline_s=duration_seconds(spec.progressDeadline),
         no_rollback=spec.onFailure == "hold", retry=retry, chain_partitions=not gated,
-        stage_bakes=[parse_duration(s.bake) for s in spec.stages],
+        stage_bakes=[duration_seconds(s.bake) for s in spec.stages],
         stage_hooks=[[_counted(check_hook(c, smoke), report) for c in s.checks] for s in spec.stages])
 
 

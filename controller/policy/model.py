@@ -1,7 +1,8 @@
 """The RolloutPolicy resource, defined once: the CRD's OpenAPI schema is generated from these models.
 
 Field names are the wire names (camelCase) so the models read like the YAML a user writes. Durations
-are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagger. The spec choices:
+are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagger (one grammar:
+``lwsflow.controller.api.duration``). The spec choices:
 
 - ``targetRef.kind`` is ``LeaderWorkerSet``, ``DisaggregatedSet`` or ``LeaderWorkerSetPair`` (two LWS
   labelled ``lwsflow.io/pd-pair=<name>``, roles prefill and decode): the three targets the engine rolls.
@@ -13,11 +14,11 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lwsflow.controller.api.duration import PATTERN, duration_seconds
 from lwsflow.controller.api.intstr import parse_percent
 
 GROUP, VERSION, KIND, PLURAL, SINGULAR = "lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies", \
@@ -31,21 +32,11 @@ Phase = Literal["Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeed
                 "Failed", "Aborted"]
 HISTORY_LIMIT = 5
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DURATION_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
 
 
-def parse_duration(text: str) -> float:
-    """``"1h30m"`` -> 5400.0; ValueError for anything else (an empty string included)."""
-    m = _DURATION.match(text or "")
-    if not text or m is None:
-        raise ValueError(f"{text!r} is not a duration like 90s, 5m or 1h30m")
-    h, mi, s = (int(g or 0) for g in m.groups())
-    return float(h * 3600 + mi * 60 + s)
-
-
-Duration = Annotated[str, Field(pattern=DURATION_PATTERN, min_length=2)]
+# the wire value stays the string the user wrote; the schema pattern is the one grammar's (api/duration)
+Duration = Annotated[str, Field(pattern=PATTERN)]
 DnsLabel = Annotated[str, Field(pattern=_DNS_LABEL, min_length=1, max_length=63)]
 
 
@@ -119,7 +110,7 @@ class Stage(_Model):
     @field_validator("bake")
     @classmethod
     def _bake(cls, v: str) -> str:
-        parse_duration(v)
+        duration_seconds(v)
         return v
 
 
@@ -148,7 +139,7 @@ class RolloutPolicySpec(_Model):
     @field_validator("progressDeadline")
     @classmethod
     def _deadline(cls, v: str) -> str:
-        if parse_duration(v) <= 0:
+        if duration_seconds(v) <= 0:
             raise ValueError("progressDeadline must be positive")
         return v
 

@@ -14,7 +14,6 @@ from lwsflow.controller.errors import InvalidInput
 
 _ITEM = re.compile(r"(\d+)(%?)")  # used with fullmatch: "$" would let a trailing newline through
 _FIELD = "stages"
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
 
 
 def parse_stage_spec(spec: str) -> list[tuple[int, bool]]:
@@ -78,10 +77,3 @@ def scale_fraction(targets: list[int], replicas: int, other_replicas: int) -> li
     return out
 
 
-def parse_duration(text: str, field: str) -> float:
-    """``"5m"``, ``"90s"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (InvalidInput otherwise)."""
-    m = _DURATION.fullmatch(str(text))
-    if not m:
-        raise InvalidInput(f"{text!r} is not a duration like 30s, 5m or 1h", field=field)
-    scale = {"ms": 0.001, "s": 1, None: 1, "m": 60, "h": 3600}[m.group(2)]
-    return float(m.group(1)) * scale

@@ -35,7 +35,8 @@ def run(
 ) -> int:
     """Run an analysis on its own and print each measurement and the verdict."""
     from lwsflow.controller.analysis.run import check_inputs, provider_measure, run_analysis
-    from lwsflow.controller.analysis.spec import load_spec, parse_duration, promql_duration
+    from lwsflow.controller.analysis.spec import load_spec, promql_duration
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.errors import InvalidInput
 
     doc = load_spec(Path(spec))
@@ -44,10 +45,7 @@ def run(
     if not revision:
         raise InvalidInput("must not be empty", field="--revision")
     if window:
-        try:
-            args["window"] = promql_duration(parse_duration(window))
-        except ValueError as exc:
-            raise InvalidInput(str(exc), field="--window") from None
+        args["window"] = promql_duration(parse_duration(window, "--window", bare_seconds=True))
     try:
         check_inputs(doc, args)  # every input checked before the first measurement
     except InvalidInput as exc:

@@ -58,25 +58,19 @@ def run(
     resync: Annotated[str, typer.Option(help="full reconcile at least this often")] = "2s",
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.incluster.leader import LeaderElector
     from lwsflow.controller.incluster.manager import Controller
     from lwsflow.controller.incluster.metrics import Endpoints, Metrics
     from lwsflow.controller.incluster.notify import Notifier
     from lwsflow.controller.kube.client import Kube
-    from lwsflow.controller.policy.model import parse_duration
     from lwsflow.controller.rollout import session
     from lwsflow.pipelines.cli.rollout import _configure_logging
 
     if namespace and all_namespaces:
         raise InvalidInput("--namespace and --all-namespaces exclude each other", field="namespace")
-    durations: dict[str, float] = {}
-    for flag, text in (("lease-duration", lease_duration), ("resync", resync)):
-        try:
-            durations[flag] = parse_duration(text)
-        except ValueError as exc:
-            raise InvalidInput(str(exc), field=flag) from None
-    lease_s, resync_s = durations["lease-duration"], durations["resync"]
+    lease_s, resync_s = parse_duration(lease_duration, "lease-duration"), parse_duration(resync, "resync")
     if lease_s < 3:
         raise InvalidInput("must be at least 3s", field="lease-duration")
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")

@@ -114,14 +114,16 @@ def run(
     A DisaggregatedSet has no partition: its rollout is one gated stage and cannot be paused
     (abort rolls it back).
     """
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.rollout.engine import RolloutOptions
-    from lwsflow.controller.rollout.stages import parse_duration, parse_stage_spec
+    from lwsflow.controller.rollout.stages import parse_stage_spec
 
     tgt = _target("run", target, namespace)
     parse_stage_spec(stages)
-    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
-                          deadline_s=parse_duration(deadline, "deadline"), no_rollback=no_rollback,
+    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake", bare_seconds=True),
+                          deadline_s=parse_duration(deadline, "deadline", bare_seconds=True),
+                          no_rollback=no_rollback,
                           retry=retry)
     if opts.deadline_s <= 0:
         raise InvalidInput("must be greater than 0", field="deadline")

@@ -10,23 +10,21 @@ import typer
 
 from lwsflow.pipelines.cli.sim import sim_app
 
-_DURATION = re.compile(r"(\d+)([smhd])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def parse_duration(text: str) -> int:
-    """``90m``, ``8760h``, ``2d`` -> seconds; at least 10 minutes, as the TokenRequest API demands."""
+def token_seconds(text: str) -> int:
+    """``90m``, ``8760h``, ``2d`` (the one duration grammar) -> whole seconds; at least 10 minutes, as
+    the TokenRequest API demands."""
+    from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.errors import InvalidInput
 
-    m = _DURATION.fullmatch(text.strip())
-    if m is None:
-        raise InvalidInput(f"expected a number and a unit s, m, h or d (e.g. 8760h), got {text!r}",
-                           field="--duration")
-    seconds = int(m.group(1)) * _UNIT_S[m.group(2)]
+    seconds = parse_duration(text, "--duration")
     if seconds < 600:
         raise InvalidInput(f"must be at least 10m, got {text}", field="--duration")
-    return seconds
+    if seconds != int(seconds):
+        raise InvalidInput(f"must be whole seconds, got {text}", field="--duration")
+    return int(seconds)
 
 
 @sim_app.command("token")
@@ -58,7 +56,7 @@ def token(
     for value, flag in ((service_account, "SERVICE_ACCOUNT"), (namespace, "--namespace")):
         if len(value) > 253 or not _NAME.fullmatch(value):
             raise InvalidInput(f"not a valid Kubernetes name: {value!r}", field=flag)
-    seconds = parse_duration(duration)
+    seconds = token_seconds(duration)
     if kubeconfig_out is not None and kubeconfig_out.is_dir():
         raise InvalidInput(f"{kubeconfig_out} is a directory", field="--kubeconfig-out")
     kube = Kube.connect(str(kubeconfig) if kubeconfig else None)

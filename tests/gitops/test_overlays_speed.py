@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ def test_rendered_trees_dump_identically_and_through_libyaml(tmp_path: Path) -> 
     for doc in docs:
         assert yamlio._emits_alike(doc), doc
         assert _libyaml_dump(doc) == _python_dump(doc)
+        assert yamlio._block_dump(doc) == _python_dump(doc)  # the block emitter takes every one
 
 
 _ALPHABET = [chr(i) for i in range(0x20, 0x7F)] + ["\n"] * 6 + [" "] * 6 + list(":#-?&*!|>'\"%@`{}[],") * 2
@@ -92,14 +95,27 @@ def test_generated_documents_dump_identically() -> None:
     """Seeded documents full of YAML indicators, reserved words and line breaks: every one the
     predicate accepts is written alike by both emitters, and dump_yaml always equals pure Python."""
     rnd = random.Random(20261201)
-    accepted = 0
+    accepted = block = 0
     for _ in range(800):
         doc = _generated(rnd)
         assert yamlio.dump_yaml(doc) == _python_dump(doc)
         if yamlio._emits_alike(doc):
             accepted += 1
             assert _libyaml_dump(doc) == _python_dump(doc), doc
-    assert accepted > 250
+        with contextlib.suppress(yamlio._Unalike):
+            assert yamlio._block_dump(doc) == _python_dump(doc), doc
+            block += 1
+    assert accepted > 250 and block > 250
+
+
+def test_block_scalars_follow_their_indentation() -> None:
+    """The block emitter caches a scalar's form once and writes it at any depth; the lines of a
+    literal block follow the column of the node that holds them, as PyYAML writes them."""
+    text = "line one\n\n  indented\nlast"
+    doc = {"a": text, "b": [text, {"c": [[text]], "d": {"e": text}}], "f": [" lead\nx\n", "\nx"]}
+    for _ in range(2):  # the second time from the cache
+        assert yamlio._block_dump(doc) == _python_dump(doc)
+        assert yamlio._block_dump([doc, [doc]]) == _python_dump([doc, [doc]])
 
 
 @pytest.mark.parametrize("doc", [
@@ -124,6 +140,47 @@ def test_a_cyclic_document_is_not_walked_forever() -> None:
 def test_tool_output_parses_like_user_yaml(tree: Path) -> None:
     text = yamlio.dump_yaml_documents(K.kustomize_build(tree / "prod"))
     assert yamlio.parse_tool_output(text, "x") == yamlio.parse_yaml_documents(text, "x")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return repr(a) == repr(b)  # types too: 1, 1.0 and True are equal but not alike
+
+
+def test_event_loader_builds_what_safe_load_builds() -> None:
+    """The event loader against PyYAML's SafeLoader on seeded documents full of reserved words,
+    numbers in every YAML 1.1 spelling and quoted look-alikes, in block and flow style."""
+    rnd = random.Random(20261202)
+    fast = 0
+    for _ in range(400):
+        docs = [_generated(rnd) for _ in range(rnd.randint(1, 3))]
+        for flow in (False, True):
+            text = yaml.dump_all(docs, default_flow_style=flow, sort_keys=False)
+            ref = yamlio.parse_yaml_documents(text, "x")
+            assert _same(yamlio.parse_tool_output(text, "x"), ref), text
+            with contextlib.suppress(yamlio._Unalike):
+                assert _same([d for d in yamlio._event_load(text) if d is not None], ref), text
+                fast += 1
+    assert fast > 600  # the event loader itself built them, not the fallback
+
+
+@pytest.mark.parametrize("text", [
+    "a: &x 1\nb: *x\n",  # anchors and aliases
+    "base: &b {k: 1}\nm:\n  <<: *b\n  j: 2\n",  # a merge key
+    "d: 2024-01-01\nt: 2001-12-14t21:59:43.10-05:00\n",  # timestamps
+    "s: !!str 12\ni: !!int '7'\nset: !!set {a, b}\n",  # explicit tags
+    "? [a, b]\n: 1\n",  # a collection as a key
+    "=: 1\n",  # the YAML 1.1 value key
+    "---\n---\na: 1\n---\n...\n",  # empty documents
+    "plain scalar document\n",
+])
+def test_event_loader_hands_the_rest_to_safe_load(text: str) -> None:
+    try:
+        ref = yamlio.parse_yaml_documents(text, "x")
+    except InvalidInput as exc:
+        with pytest.raises(InvalidInput, match=re.escape(str(exc))):
+            yamlio.parse_tool_output(text, "x")
+        return
+    assert _same(yamlio.parse_tool_output(text, "x"), ref)
 
 
 @pytest.mark.parametrize("text", [

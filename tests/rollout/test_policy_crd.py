@@ -10,9 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from lwsflow.controller.api.crd import crd_info
+from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 from lwsflow.controller.policy import crd
-from lwsflow.controller.policy.model import RolloutPolicySpec, parse_duration
+from lwsflow.controller.policy.model import RolloutPolicySpec
 from reliability.rollout_env import NS, Env
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
@@ -73,10 +74,12 @@ def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
 
 
 def test_durations() -> None:
-    assert parse_duration("1h30m") == 5400 and parse_duration("90s") == 90
-    for bad in ("", "5", "1d", "m"):
+    # the one grammar (tests/api/test_duration.py): Go-style strings, no plain seconds in a policy
+    assert duration_seconds("1h30m") == 5400 and duration_seconds("90s") == 90
+    assert duration_seconds("1d") == 86400
+    for bad in ("", "5", "1w", "m"):
         with pytest.raises(ValueError):
-            parse_duration(bad)
+            duration_seconds(bad)
 
 
 def test_embedded_cluster_serves_rolloutpolicies(env: Env) -> None:
