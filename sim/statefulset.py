@@ -6,13 +6,14 @@ Parallel pod management; ordinals from ``spec.ordinals.start``; missing ordinals
 PersistentVolumeClaims from ``volumeClaimTemplates`` with their retention policy (``claims.py``);
 a RollingUpdate deletes outdated pods at or above the partition, highest ordinal first, one at a
 time, each after the one above it is Ready (``ClusterConfig.max_unavailable_statefulset`` turns on
-the MaxUnavailableStatefulSet gate's behaviour: up to ``maxUnavailable`` at once). The LWS pod webhook runs on pods it creates,
-as the real one would.
+the MaxUnavailableStatefulSet gate's behaviour: up to ``maxUnavailable`` at once). The LWS pod
+webhook runs on pods it creates, as the real one would.
 
 Status is computed as the real controller computes it, from the pods its informer holds: a pod it
 deletes still counts (terminating) and a pod it creates does not count yet, until its next sync,
-``INFORMER_LAG_S`` later; a deleted ordinal is recreated in that next sync too. That is what lets
-a watcher (the LWS controller, a rollout gate) see a recreated group as gone, as on a real cluster.
+``INFORMER_LAG_S`` later; a deleted ordinal is recreated in that next sync too, and a new worker
+StatefulSet gets its first sync that much after its creation. That is what lets a watcher (the LWS
+controller, a rollout gate) see a recreated group as gone, as on a real cluster.
 A pod whose ``serviceAccountName`` names a missing ServiceAccount is refused by admission
 (``serviceaccounts.py``): recorded as a FailedCreate event, retried when ServiceAccounts change.
 """
@@ -55,6 +56,7 @@ class StatefulSetController:
         # (ns, sts) -> pod uid -> until: created pods its informer does not hold yet
         self._fresh: dict[tuple[str, str], dict[str, float]] = {}
         self._resync_due: dict[tuple[str, str], float] = {}
+        self._unseen: dict[str, float] = {}  # uid -> when a new StatefulSet reaches the informer
         self.refused: dict[str, set[str]] = {}  # ns -> StatefulSets whose pods admission refused
 
     def revision_of(self, ns: str, name: str, template: dict) -> str:
@@ -67,7 +69,7 @@ class StatefulSetController:
     def reconcile(self, ns: str, name: str) -> None:
         store = self.c.store
         sts = store.get_raw(STS, ns, name)
-        if sts is None or is_terminating(sts):
+        if sts is None or is_terminating(sts) or self._not_seen_yet(sts):
             return
         spec = sts.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
@@ -126,6 +128,21 @@ class StatefulSetController:
         if ghosts or fresh:
             self._resync(ns, name, min([g[1] for g in ghosts.values()] + list(fresh.values())))
         self._write_status(sts, info, replicas, current_rev, update_rev)
+
+    def _not_seen_yet(self, sts: dict) -> bool:
+        """A worker StatefulSet (owned by its leader pod) never synced reaches the controller's
+        informer INFORMER_LAG_S after its creation: its pods come a moment after their leader, so a
+        leader can be Ready while its workers are not yet, as on a real cluster."""
+        refs = sts["metadata"].get("ownerReferences") or ()
+        if sts.get("status") or not any(r.get("kind") == "Pod" for r in refs):
+            return False
+        uid, now = sts["metadata"]["uid"], self.c.now()
+        due = self._unseen.setdefault(uid, now + INFORMER_LAG_S)
+        if now < due:
+            self._resync(sts["metadata"]["namespace"], sts["metadata"]["name"], due)
+            return True
+        del self._unseen[uid]
+        return False
 
     def _to_replace(self, info: dict[int, _Info], start: int, end: int, partition: int, max_unavail: int,
                     update_rev: str) -> list[int]:

@@ -16,6 +16,7 @@ kube-controller-manager v1.36 and the upstream LWS controller) shows for every r
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from sim_helpers import NS, available, make_lws, set_image
@@ -93,8 +94,11 @@ def test_max_unavailable_2_still_replaces_one_group_at_a_time(cluster: Cluster):
     pod and waits. updatedReplicas climbs 0, 1, 2, 3, 4 as on the reference cluster."""
     seq = _counts(_roll(cluster, max_unavailable=2, max_surge=0))
     updated = [u for _, _, u in seq]
-    assert all(b - a in (0, 1) for a, b in zip(updated, updated[1:], strict=False)), seq
+    assert all(b - a in (0, 1) for a, b in itertools.pairwise(updated)), seq
     assert sorted(set(updated)) == [0, 1, 2, 3, 4]
+    # the StatefulSet moves on once a leader is Ready; its workers, created a moment after it, are not
+    # yet: for an instant that group and the next one are both down (the reference shows (4,2,1))
+    assert min(r for _, r, _ in seq) == 2, seq
     assert min(r for r, _, _ in seq) < 4  # the recreated groups show in status.replicas too
 
 
@@ -114,4 +118,4 @@ def test_max_unavailable_statefulset_gate_replaces_two_groups_at_once(cluster: C
     cluster.config.max_unavailable_statefulset = True
     seq = _counts(_roll(cluster, max_unavailable=2, max_surge=0))
     assert min(r for _, r, _ in seq) == 2
-    assert any(b - a == 2 for (_, _, a), (_, _, b) in zip(seq, seq[1:], strict=False)), seq
+    assert any(b - a == 2 for (_, _, a), (_, _, b) in itertools.pairwise(seq)), seq
