@@ -15,7 +15,15 @@ from lwsflow.controller.api import labels as L
 from lwsflow.sim import rolling
 from lwsflow.sim.lws_spec import LwsView, view
 from lwsflow.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
-from lwsflow.sim.podutil import annotation, is_ready, is_terminating, label, owner_ref, owner_uid
+from lwsflow.sim.podutil import (
+    annotation,
+    default_pod_spec,
+    is_ready,
+    is_terminating,
+    label,
+    owner_ref,
+    owner_uid,
+)
 from lwsflow.sim.statefulset import STS
 from lwsflow.sim.store import clone, rfc3339
 
@@ -182,6 +190,7 @@ class LwsController:
         self, lws: dict, v: LwsView, sts: dict | None, partition: int, replicas: int
     ) -> None:
         template = clone(v.leader_template)
+        default_pod_spec(template.setdefault("spec", {}))  # as the API server defaults the StatefulSet
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {
             **(tmeta.get("labels") or {}),
@@ -332,6 +341,7 @@ class LwsController:
         worker = self.worker_template(leader)
         if worker is None:
             return
+        default_pod_spec(worker.setdefault("spec", {}))
         tmeta = worker.setdefault("metadata", {})
         group_labels = {
             L.NAME: v.name,

@@ -99,3 +99,20 @@ def test_pod_naming_a_missing_service_account_is_forbidden(server) -> None:
     assert http(server, "POST", PODS, pod)[0] == 201
     default_sa = {**POD, "metadata": {"name": "q"}, "spec": {**POD["spec"], "serviceAccountName": "default"}}
     assert http(server, "POST", PODS, default_sa)[0] == 201
+
+
+def test_field_ref_api_version_is_defaulted(server) -> None:
+    """SetDefaults_ObjectFieldSelector: an env fieldRef without apiVersion is stored with ``v1`` (the
+    upstream tensorrt-llm example's GROUP_KEY), in a Pod and in a StatefulSet's template."""
+    env = [{"name": "K", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    pod = {**POD, "metadata": {"name": "fr"},
+           "spec": {"containers": [{"name": "c", "image": "x:1", "env": env}]}}
+    status, _, body = http(server, "POST", PODS, pod)
+    assert status == 201 and body["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"] == {
+        "apiVersion": "v1", "fieldPath": "metadata.name"}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"},
+           "spec": {"selector": {"matchLabels": {"a": "b"}}, "serviceName": "s",
+                    "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod["spec"]}}}
+    status, _, body = http(server, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    assert status == 201 and container["env"][0]["valueFrom"]["fieldRef"]["apiVersion"] == "v1"
