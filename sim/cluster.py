@@ -278,6 +278,8 @@ class Cluster:
                     self.kubelet.retry_pending()
         elif key in ("secrets", "configmaps", "persistentvolumeclaims"):
             self.kubelet.config_changed(ns)
+        elif key == kinds.SERVICE_ACCOUNT.key:
+            self.statefulsets.retry_refused(ns)
         elif key == SCALER:
             ds = label(obj, L.DS_NAME)
             if ds:

@@ -144,6 +144,11 @@ class ClusterConfig(_Model):
     images: dict[Annotated[str, StringConstraints(pattern=DIGEST_KEY)], ImageProfile] = Field(
         default_factory=dict)
     serve_engines: bool = False  # plug the stand-in engine into pod hooks (engine area)
+    # kube-controller-manager's MaxUnavailableStatefulSet feature gate: beta but off by default in
+    # Kubernetes 1.35 and 1.36 (pkg/features/kube_features.go), so a StatefulSet replaces one pod at
+    # a time, waiting for it to be Ready, whatever its maxUnavailable. True models a cluster that
+    # turned it on: up to maxUnavailable pods replaced at once.
+    max_unavailable_statefulset: bool = False
     # Pods get addresses in 127.<pod_network>.0.0/16 (all of 127/8 is loopback), so stand-in engines
     # really listen on pod IPs. None picks a random network per cluster: two clusters in parallel test
     # processes then never hand out the same address.

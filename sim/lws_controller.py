@@ -15,7 +15,15 @@ from lwsflow.controller.api import labels as L
 from lwsflow.sim import rolling
 from lwsflow.sim.lws_spec import LwsView, view
 from lwsflow.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
-from lwsflow.sim.podutil import annotation, is_ready, is_terminating, label, owner_ref, owner_uid
+from lwsflow.sim.podutil import (
+    annotation,
+    default_pod_spec,
+    is_ready,
+    is_terminating,
+    label,
+    owner_ref,
+    owner_uid,
+)
 from lwsflow.sim.statefulset import STS
 from lwsflow.sim.store import clone, rfc3339
 
@@ -182,6 +190,7 @@ class LwsController:
         self, lws: dict, v: LwsView, sts: dict | None, partition: int, replicas: int
     ) -> None:
         template = clone(v.leader_template)
+        default_pod_spec(template.setdefault("spec", {}))  # as the API server defaults the StatefulSet
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {
             **(tmeta.get("labels") or {}),
@@ -271,14 +280,18 @@ class LwsController:
         now = rfc3339(self.c.now())
         gen = lws["metadata"].get("generation", 1)
         if upd < cur:
-            flipped = [t for t in (L.COND_UPDATE_IN_PROGRESS, L.COND_PROGRESSING) if _set_true(conds, t, now)]
+            wanted = [L.COND_UPDATE_IN_PROGRESS, L.COND_PROGRESSING]
         elif ready_nb == v.replicas and upd_ready == cur:
-            flipped = [L.COND_AVAILABLE] if _set_true(conds, L.COND_AVAILABLE, now) else []
+            wanted = [L.COND_AVAILABLE]
         else:
-            flipped = [L.COND_PROGRESSING] if _set_true(conds, L.COND_PROGRESSING, now) else []
-        for ctype in flipped:  # as upstream: an event when a condition turns True
-            reason, message = _MESSAGES[ctype]
-            self.c.emit_event(lws, reason, f"{message}, with {ready_nb} groups ready of total "
+            wanted = [L.COND_PROGRESSING]
+        # upstream setConditions ORs the setCondition calls: Go's || skips the rest once one changed
+        # something, so Progressing only turns True in the reconcile after UpdateInProgress did
+        changed = any(_set_true(conds, t, now, gen) for t in wanted)
+        changed |= any(c.get("observedGeneration") != gen for c in conds)
+        if changed:  # as upstream: one event for the first wanted condition, all groups counted
+            reason, message = _MESSAGES[wanted[0]]
+            self.c.emit_event(lws, reason, f"{message}, with {ready_n} groups ready of total "
                                            f"{v.replicas} groups", component="lws")
         for c in conds:
             c["observedGeneration"] = gen
@@ -328,6 +341,7 @@ class LwsController:
         worker = self.worker_template(leader)
         if worker is None:
             return
+        default_pod_spec(worker.setdefault("spec", {}))
         tmeta = worker.setdefault("metadata", {})
         group_labels = {
             L.NAME: v.name,
@@ -456,30 +470,24 @@ def _subgroup_annotations(revision_data: dict) -> dict[str, str]:
             SUBGROUP_POLICY_TYPE_ANNOTATION: policy.get("subGroupPolicyType") or "LeaderWorker"}
 
 
-def _set_true(conds: list[dict], ctype: str, now: str) -> bool:
-    """setCondition of §c: True only; exclusive partners flip to False keeping reason/message.
-
-    Returns whether ``ctype`` itself turned True (was absent or False)."""
+def _set_true(conds: list[dict], ctype: str, now: str, gen: int) -> bool:
+    """setCondition of §c (upstream controller.go): writes ``ctype`` True (again when its
+    observedGeneration is stale); exclusive partners that are True flip to False keeping their
+    reason and message. Returns whether anything changed."""
     reason, message = _MESSAGES[ctype]
-    found = turned = False
+    new = {"type": ctype, "status": "True", "reason": reason, "message": message,
+           "lastTransitionTime": now, "observedGeneration": gen}
+    found = changed = False
     for i, c in enumerate(conds):
         if c.get("type") == ctype:
             found = True
-            if c.get("status") != "True":
-                turned = True
-                conds[i] = {
-                    "type": ctype,
-                    "status": "True",
-                    "reason": reason,
-                    "message": message,
-                    "lastTransitionTime": now,
-                }
+            if c.get("status") != "True" or c.get("observedGeneration") != gen:
+                conds[i] = new
+                changed = True
         elif (c.get("type"), ctype) in _EXCLUSIVE and c.get("status") == "True":
-            c["status"] = "False"
-            c["lastTransitionTime"] = now
+            c.update(status="False", lastTransitionTime=now, observedGeneration=gen)
+            changed = True
     if not found:
-        turned = True
-        conds.append(
-            {"type": ctype, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
-        )
-    return turned
+        conds.append(new)
+        changed = True
+    return changed

@@ -15,7 +15,7 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, Conflict, Forbidden, NotFound, Unprocessable
 from lwsflow.controller.yamlio import MAX_DEPTH, parse_yaml_documents
-from lwsflow.sim import claims, kinds
+from lwsflow.sim import claims, kinds, serviceaccounts
 from lwsflow.sim.apiserver import apply as ssa
 from lwsflow.sim.apiserver.admission import admit, check_unknown, is_crd
 from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
@@ -169,6 +169,8 @@ class Resources:
             obj.setdefault("firstTimestamp", now)
             obj.setdefault("lastTimestamp", now)
         require_namespace(self.store, route.rtype, obj["metadata"].get("namespace", ""))
+        if route.rtype is kinds.POD:
+            serviceaccounts.admit_pod(self.store, obj)
         obj, opts.warnings = admit(route.rtype, obj, None, opts.field_validation)
         ssa.record_update(None, obj, opts.manager, rfc3339(self.store.now()))
         if opts.dry_run:
@@ -254,6 +256,8 @@ class Resources:
                 namespace_defaults(new)
             if route.rtype is kinds.PVC:
                 claims.bind(new)
+            if route.rtype is kinds.POD:
+                serviceaccounts.admit_pod(self.store, new)
             new, _ = admit(route.rtype, new, None, "Ignore")
             if opts.dry_run:
                 return new

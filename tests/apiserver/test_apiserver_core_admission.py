@@ -83,3 +83,36 @@ def test_generate_name_uses_the_api_name_generator(server) -> None:
     name = body["metadata"]["name"]
     assert status == 201 and len(name) == 63 and name.startswith("x" * 58)
     assert set(name[58:]) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+def test_pod_naming_a_missing_service_account_is_forbidden(server) -> None:
+    """kube-apiserver's ServiceAccount admission plugin (plugin/pkg/admission/serviceaccount) refuses
+    a pod whose serviceAccountName does not exist: 403 before any validation; once the
+    ServiceAccount exists the same pod is created. ``default`` always passes (its controller makes it)."""
+    pod = {**POD, "spec": {**POD["spec"], "serviceAccountName": "tensorrt-sa"}}
+    status, _, body = http(server, "POST", PODS, pod)
+    assert (status, body["reason"]) == (403, "Forbidden")
+    assert body["message"] == ('pods "p" is forbidden: error looking up service account default/tensorrt-sa: '
+                               'serviceaccount "tensorrt-sa" not found')
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tensorrt-sa"}}
+    assert http(server, "POST", "/api/v1/namespaces/default/serviceaccounts", sa)[0] == 201
+    assert http(server, "POST", PODS, pod)[0] == 201
+    default_sa = {**POD, "metadata": {"name": "q"}, "spec": {**POD["spec"], "serviceAccountName": "default"}}
+    assert http(server, "POST", PODS, default_sa)[0] == 201
+
+
+def test_field_ref_api_version_is_defaulted(server) -> None:
+    """SetDefaults_ObjectFieldSelector: an env fieldRef without apiVersion is stored with ``v1`` (the
+    upstream tensorrt-llm example's GROUP_KEY), in a Pod and in a StatefulSet's template."""
+    env = [{"name": "K", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    pod = {**POD, "metadata": {"name": "fr"},
+           "spec": {"containers": [{"name": "c", "image": "x:1", "env": env}]}}
+    status, _, body = http(server, "POST", PODS, pod)
+    assert status == 201 and body["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"] == {
+        "apiVersion": "v1", "fieldPath": "metadata.name"}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"},
+           "spec": {"selector": {"matchLabels": {"a": "b"}}, "serviceName": "s",
+                    "template": {"metadata": {"labels": {"a": "b"}}, "spec": pod["spec"]}}}
+    status, _, body = http(server, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    assert status == 201 and container["env"][0]["valueFrom"]["fieldRef"]["apiVersion"] == "v1"

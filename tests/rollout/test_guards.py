@@ -92,6 +92,9 @@ def test_restarted_after_the_rollback_budget_ran_out_still_finishes_it(env: Env)
     rollback's start) must not call it failed on sight: the group stuck unready on the bad revision
     waits for its forced recreate (lws-semantics: a StatefulSet does not replace a stuck pod), which only
     a live controller does. The restarted one gets a deadline of its own and finishes the rollback."""
+    # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
+    # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate is needed
+    env.cluster.config.max_unavailable_statefulset = True
     base = lws_manifest("rb2", replicas=2)
     env.create_ready(base)
     bad = new_release(base, **{"sim.lwsflow.io/never-ready": "true"})

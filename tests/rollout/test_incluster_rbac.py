@@ -38,6 +38,10 @@ def shipped() -> set[tuple[str, str, str]]:
 
 
 def test_controller_rbac_matches_what_it_uses(env: Env, tmp_path: Path) -> None:
+    # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
+    # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
+    # delete) is used
+    env.cluster.config.max_unavailable_statefulset = True
     env.create_ready(lws_manifest("ok", replicas=2, partition=2))
     env.create_ready(lws_manifest("bad", replicas=2, partition=2))
     for role, n in (("prefill", 2), ("decode", 1)):

@@ -34,6 +34,10 @@ def shipped() -> set[tuple[str, str, str]]:
 
 
 def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None:
+    # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
+    # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
+    # delete) is used
+    env.cluster.config.max_unavailable_statefulset = True
     opts = RolloutOptions(stages="1,100%", deadline_s=90)
     good = lws_manifest("ok", replicas=2)
     env.create_ready(good)

@@ -154,7 +154,7 @@ def test_subgroup_labels(cluster: Cluster):
         cluster.store.create(LWS, make_lws(name, replicas=1, size=5, gpus=1, leaderWorkerTemplate={
             "size": 5, "workerTemplate": pod_template(gpus=1),
             "subGroupPolicy": {"subGroupPolicyType": policy, "subGroupSize": 2}}))
-    cluster.settle()
+    cluster.advance(1)  # worker pods come a moment (INFORMER_LAG_S) after their leader
 
     def idx(pod: str) -> str | None:
         return cluster.store.get("pods", NS, pod)["metadata"]["labels"].get(L.SUBGROUP_INDEX)

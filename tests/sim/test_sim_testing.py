@@ -118,14 +118,16 @@ def test_recorder_starts_at_the_first_write_of_a_field_manager(tmp_path: Path) -
             "partition": 1}}}}, field_manager="the-client")
         kube.merge_patch(LWS, NS, "web", {"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {
             "containers": [{"name": "c", "image": "app:2"}]}}}}}, field_manager="someone-else")
-        _wait(lambda: (kube.get(LWS, NS, "web").get("status") or {}).get("updatedReplicas") == 1)
+        # updated and ready again: updatedReplicas counts the new worker StatefulSet before its pods exist
+        _wait(lambda: ((st := kube.get(LWS, NS, "web").get("status") or {}).get("updatedReplicas"),
+                       st.get("readyReplicas")) == (1, 2))
         kube.api.close()
         first = rec.entries()[0]
         assert rec.started and first.index == 0 and partition(first.object) == 1
         assert [partition(r.object) for r in rec.changes(LWS_KEY, "web", partition)] == [1]
         assert all(r.key == LWS_KEY for r in rec.entries())
         assert [r.at for r in rec.entries()] == sorted(r.at for r in rec.entries())
-        # pods at each change: group 1 runs app:2 once updatedReplicas says so
+        # pods at each change: group 1 runs app:2 once it is updated and ready
         last = rec.entries(LWS_KEY, "web")[-1]
         images = {n: p["spec"]["containers"][0]["image"] for (_ns, n), p in last.pods.items()}
         assert images == {"web-0": "app:1", "web-0-1": "app:1", "web-1": "app:2", "web-1-1": "app:2"}
