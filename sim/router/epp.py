@@ -21,6 +21,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lwsflow.controller.api.serving import routing_sidecar_ports
 from lwsflow.sim import kinds
 from lwsflow.sim.store import Store
 
@@ -42,6 +43,7 @@ class PoolEndpoint:
     ip: str
     port: int
     role: str  # prefill | decode | both
+    sidecar: bool = False  # the pod's own routing sidecar listens on ``port`` (rendered with ``llmd``)
 
     @property
     def host_port(self) -> str:
@@ -78,8 +80,10 @@ def pool_endpoints(store: Store, pool: dict[str, Any]) -> list[PoolEndpoint]:
         gone = p["metadata"].get("deletionTimestamp")
         if status.get("phase") != "Running" or not status.get("podIP") or gone:
             continue
-        out.append(PoolEndpoint(ns, p["metadata"]["name"], status["podIP"], int(ports[0]["number"]),
-                                _role(p["metadata"].get("labels") or {})))
+        port = int(ports[0]["number"])
+        own = routing_sidecar_ports(p.get("spec") or {})
+        out.append(PoolEndpoint(ns, p["metadata"]["name"], status["podIP"], port,
+                                _role(p["metadata"].get("labels") or {}), own is not None and own[0] == port))
     return out
 
 

@@ -152,11 +152,13 @@ class Router:
         decision = epp.decide(members, body, self.non_cached_tokens)
         if decision is None:
             return _error(503, f"InferencePool {pool['metadata']['name']}: no decode endpoint answers")
-        sc = self.sidecar(decision.decode)
-        headers[wire.DESTINATION_ENDPOINT] = sc.host_port
+        # a pod rendered with llm-d's sidecar has it on the pool's targetPort (the engine pod hook runs
+        # it there); otherwise the router fronts the engine with a sidecar of its own on a free port
+        sc_port = decision.decode.port if decision.decode.sidecar else self.sidecar(decision.decode).port
+        headers[wire.DESTINATION_ENDPOINT] = f"{decision.decode.ip}:{sc_port}"
         if decision.prefill is not None:
             headers[wire.PREFILLER_HOST_PORT] = decision.prefill.host_port
-        rep = wire.call("POST", decision.decode.ip, sc.port, path, raw, headers, self.timeout_s)
+        rep = wire.call("POST", decision.decode.ip, sc_port, path, raw, headers, self.timeout_s)
         d = decision.decode
         served = f"decode={d.namespace}/{d.pod}"
         served += f"; prefill={decision.prefill.namespace}/{decision.prefill.pod}" if decision.prefill else ""
