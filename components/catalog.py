@@ -298,9 +298,9 @@ class LlmdRouting(_Strict):
     endpointPicker: str | None = Field(
         default=None, description="the EPP Service of the llm-d install (default: <model>-epp)")
     endpointPickerPort: int = Field(default=9002, ge=1, le=65535, description="the EPP's ext-proc port")
-    routingSidecar: bool = Field(
-        default=True, description="put llm-d's routing sidecar on the decode leader pods: it listens on the "
-        "model's port (the pool's targetPort) and the engine moves to enginePort")
+    routingSidecar: Literal["decode", "none"] = Field(
+        default="decode", description="decode: llm-d's routing sidecar on the decode leader pods, listening "
+        "on the model's port (the pool's targetPort) while the engine moves to enginePort; none: no sidecar")
     sidecarImage: str = Field(default=ROUTING_SIDECAR_IMAGE, min_length=1,
                               description="the routing sidecar's image")
     enginePort: int = Field(default=8200, ge=1, le=65535,
@@ -409,7 +409,7 @@ class ModelSpec(_Strict):
             raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
         if self.llmd is not None and not disagg:
             raise ValueError("llmd: the llm-d InferencePool/HTTPRoute are rendered for P/D models only")
-        if self.llmd is not None and self.llmd.routingSidecar and self.llmd.enginePort == self.port:
+        if self.llmd is not None and self.llmd.routingSidecar == "decode" and self.llmd.enginePort == self.port:
             raise ValueError(f"llmd.enginePort: {self.port} is the sidecar's port (the model's port); "
                              "the decode engine needs another")
         if disagg and self.autoscaling is not None:

@@ -78,7 +78,7 @@ def _lws_spec(catalog: Catalog, spec: ModelSpec, rs: RoleSizing, extra_labels: d
     pool = catalog.pool(rs.pool)
     template: dict[str, Any] = {"size": rs.size, "restartPolicy": spec.restartPolicy}
     # llm-d's routing sidecar fronts a decode leader's engine on the model's port (docs/llm-d.md)
-    sidecar = rs.role == "decode" and spec.llmd is not None and spec.llmd.routingSidecar
+    sidecar = rs.role == "decode" and spec.llmd is not None and spec.llmd.routingSidecar == "decode"
     port = spec.llmd.enginePort if sidecar and spec.llmd is not None else None
     leader = pod_template(spec, rs, pool, launch(spec, rs, leader=True, port=port), extra_labels, port=port,
                           sidecars=[routing_sidecar(spec)] if sidecar else None)
