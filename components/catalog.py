@@ -409,7 +409,8 @@ class ModelSpec(_Strict):
             raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
         if self.llmd is not None and not disagg:
             raise ValueError("llmd: the llm-d InferencePool/HTTPRoute are rendered for P/D models only")
-        if self.llmd is not None and self.llmd.routingSidecar == "decode" and self.llmd.enginePort == self.port:
+        sidecar = self.llmd is not None and self.llmd.routingSidecar == "decode"
+        if sidecar and self.llmd is not None and self.llmd.enginePort == self.port:
             raise ValueError(f"llmd.enginePort: {self.port} is the sidecar's port (the model's port); "
                              "the decode engine needs another")
         if disagg and self.autoscaling is not None:

@@ -88,7 +88,8 @@ def _vllm(spec: ModelSpec, rs: RoleSizing, leader: bool, port: int) -> Launch:
     if not leader:
         script = f"bash {VLLM_MULTINODE_SCRIPT} worker --ray_address={LEADER}"
         return Launch(command=["/bin/sh", "-c"], args=[script], env=env, ports=ports, serves_http=False)
-    serve = " ".join(shlex.quote(a) for a in [*_vllm_args(spec, rs, port), "--distributed-executor-backend", "ray"])
+    serve = " ".join(shlex.quote(a) for a in [*_vllm_args(spec, rs, port), "--distributed-executor-backend",
+                                               "ray"])
     script = (f"bash {VLLM_MULTINODE_SCRIPT} leader --ray_cluster_size={GROUP_SIZE} && "
               f"exec vllm serve {serve}")
     return Launch(command=["/bin/sh", "-c"], args=[script], env=env, ports=ports)

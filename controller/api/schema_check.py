@@ -22,7 +22,6 @@ import jsonschema
 from lwsflow.controller.api import cel
 from lwsflow.controller.api.common import field_path
 from lwsflow.controller.api.crd import crd_info
-from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)

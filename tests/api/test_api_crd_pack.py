@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from lwsflow.controller.api import crd
+from lwsflow.controller.api import cel, crd
 from lwsflow.controller.api.paths import repo_root
-from lwsflow.controller.api import cel
 
 
 @pytest.mark.parametrize("plural", sorted(crd.upstream_sources()))
@@ -50,7 +49,8 @@ def test_object_lookup() -> None:
 
 def _rules(schema: dict) -> list[str]:
     out = [r["rule"] for r in schema.get("x-kubernetes-validations") or []]
-    subs = [*(schema.get("properties") or {}).values(), schema.get("items"), schema.get("additionalProperties")]
+    subs = [*(schema.get("properties") or {}).values(), schema.get("items"),
+            schema.get("additionalProperties")]
     return out + [r for s in subs if isinstance(s, dict) for r in _rules(s)]
 
 

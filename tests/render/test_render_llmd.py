@@ -121,7 +121,8 @@ def test_decode_leaders_get_llm_ds_routing_sidecar_on_the_pool_port(mode: str) -
     (sidecar,) = decode["initContainers"]
     assert sidecar["name"] == "routing-proxy" and sidecar["restartPolicy"] == "Always"
     assert sidecar["image"] == "ghcr.io/llm-d/llm-d-routing-sidecar:v0.4.0"
-    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2", "--secure-proxy=false"]
+    assert sidecar["args"] == ["--port=8000", "--vllm-port=8200", "--connector=nixlv2",
+                               "--secure-proxy=false"]
     assert sidecar["ports"] == [{"name": "sidecar", "containerPort": 8000, "protocol": "TCP"}]
     assert routing_sidecar_ports(decode) == (8000, 8200)
     assert serving_port(decode) == 8200  # vLLM's --port, where its probes (port "http") go
