@@ -55,7 +55,7 @@ class Router:
                  timeout_s: float = 60.0, on_route: Callable[[Route], None] | None = None,
                  seed: int | None = None) -> None:
         self.store = store
-        self._rng = random.Random(seed)  # HTTPRoute weight draws (seeded for reproducible splits)
+        self._rng = random.Random(seed)  # HTTPRoute weight draws and EPP ties (seeded: reproducible)
         self.non_cached_tokens = non_cached_tokens
         self.timeout_s = timeout_s
         self.on_route = on_route
@@ -149,7 +149,8 @@ class Router:
             return _error(404, f"no InferencePool serves model {model!r} "
                                "(or its HTTPRoute weights are all 0)")
         pool, members = found
-        decision = epp.decide(members, body, self.non_cached_tokens)
+        # ties between equally loaded pods are drawn from the seeded source the weights use
+        decision = epp.decide(members, body, self.non_cached_tokens, rng=self._rng)
         if decision is None:
             return _error(503, f"InferencePool {pool['metadata']['name']}: no decode endpoint answers")
         # a pod rendered with llm-d's sidecar has it on the pool's targetPort (the engine pod hook runs
