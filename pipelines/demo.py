@@ -31,7 +31,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -278,6 +278,7 @@ class Analysed:
     namespace: str
     served: str  # the served model id the analysis traffic asks for
     spec_path: Path
+    traffic: list[dict[str, int]] = field(default_factory=list)  # per release: sent, ok, errors
 
 
 @contextlib.contextmanager
@@ -290,9 +291,24 @@ def _traffic(stack: LocalStack, analysed: Analysed | None) -> Iterator[None]:
     from lwsflow.components.loadgen import LoadGenerator, LoadSpec
 
     url = stack.router.url
-    with LoadGenerator(LoadSpec(model=analysed.served, rate=LOAD_RATE, seed=7, max_tokens=(2, 4),
-                                prompt_words=(4, 24)), lambda: [url]):
+    load = LoadGenerator(LoadSpec(model=analysed.served, rate=LOAD_RATE, seed=7, max_tokens=(2, 4),
+                                  prompt_words=(4, 24)), lambda: [url]).start()
+    try:
         yield
+    finally:
+        stats = load.stop()
+        analysed.traffic.append({"sent": stats.sent, "ok": stats.ok, "errors": stats.errors})
+        codes = ", ".join(f"{k or 'no answer'}: {v}" for k, v in sorted(stats.by_status.items()))
+        console.print(f"analysis traffic: {stats.sent} requests through the router ({codes})")
+        import collections
+        import os  # DEBUG
+        if os.environ.get("LWSFLOW_DEMO_DEBUG"):
+            from lwsflow.sim.router import epp
+            console.print(str(collections.Counter((r.decode.pod, r.decode.ip) for r in stack.router.routes)))
+            for pool in stack.router.pools():
+                for ep in epp.pool_endpoints(stack.router.store, pool):
+                    console.print(f"{ep} {epp.scrape_load(ep)}")
+            console.print(str({k: (h.host, h.port) for k, h in stack.engines.engines.items()}))
 
 
 def _with_llmd(catalog: Path, cat: Catalog, workdir: Path) -> tuple[Path, Catalog, list[str]]:

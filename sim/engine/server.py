@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from lwsflow.sim.engine import openai_api
 from lwsflow.sim.engine.faults import Faults
@@ -31,14 +32,37 @@ _POST_SCOPES = {"/v1/completions": "completions", "/v1/chat/completions": "chat"
 
 
 class EngineHTTPServer(QuietThreadingHTTPServer):
-    """ThreadingHTTPServer that carries the engine; handler threads are daemons so stop never blocks."""
+    """ThreadingHTTPServer that carries the engine; handler threads are daemons so stop never blocks.
+
+    It keeps its open connections so that stopping drops them, as a pod that goes away does: a
+    keep-alive client (Prometheus scrapes over one) would otherwise go on talking to the stopped
+    engine's handler thread while a new pod's engine serves the same IP and port."""
 
     daemon_threads = True
     allow_reuse_address = True
 
     def __init__(self, addr: tuple[str, int], engine: openai_api.Engine) -> None:
         self.engine = engine
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(addr, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._open_lock:
+            conns, self._open = list(self._open), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):  # already gone
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -217,6 +241,7 @@ class EngineHandle:
         self.engine.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.drop_connections()
         self.engine.close()
         self._thread.join(timeout=5)
 
