@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lwsflow.components import gitwork
+from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
@@ -351,8 +352,8 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
                       f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
         console.print(f"stand-in llm-d router {stack.router.url} (proxy + EPP over the cluster's "
-                      "InferencePools)" + (f", Prometheus {stack.prometheus.url} (scrapes the serving pods "
-                                           "every second)" if stack.prometheus else ""))
+                      "InferencePools)" + (f", Prometheus {stack.prometheus.url} (scrapes the analysed "
+                                           "model's pods every second)" if stack.prometheus else ""))
         if routed:
             console.print(f"llm-d routing on for {', '.join(routed)} (the demo's catalog copy sets llmd: "
                           f"{{gateway: {GATEWAY}}}): InferencePool + HTTPRoute rendered, llm-d's routing "
@@ -424,6 +425,9 @@ def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str],
         spec_path = out / "work" / "analysis.yaml"
         spec_path.write_text(dump_yaml(ANALYSIS_SPEC))
         analysed = Analysed(model, ns, cat.for_environment(model, env).model, spec_path)
+        # only the analysed model's serving pods: scraping every engine each second costs CPU for nothing
+        selector = f"{L.NAME}={model}"
+        stack.prometheus.follow(lambda: stack.cluster.store.list("pods", ns, label_selector=selector)[0])
         admin.apply(Resource("inference.networking.k8s.io", "v1", "inferencepools"),
                     _inference_pool(model, ns, cat.for_environment(model, env).port),
                     field_manager="llm-d-install")

@@ -225,7 +225,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``;
     ``engine_options`` for every stand-in engine (an image's profile overrides them). ``router``: the
     stand-in llm-d router over the cluster's InferencePools; ``prometheus``: a real Prometheus
-    (scraping every second) whose targets follow the serving pods."""
+    scraping every second, with no targets until the caller has it ``follow`` some pods."""
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.components.images import LocalRegistry
@@ -267,8 +267,7 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
         if prometheus:
             from lwsflow.components.prometheus import start_prometheus
 
-            stack.prometheus = start_prometheus(1.0, workdir / "prometheus")
-            stack.prometheus.follow(lambda: cluster.store.list("pods")[0])
+            stack.prometheus = start_prometheus(1.0, workdir / "prometheus")  # targets: prometheus.follow
     except BaseException:
         if stack is not None:
             stack.close()
