@@ -64,7 +64,7 @@ VERBOSE = [False]  # set by run_demo(verbose=...): show the runner's whole outpu
 GOOD_TTFT_S = 0.045  # every stand-in engine's TTFT unless its image's profile says otherwise
 SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * 1.4, 4))  # the bad release: ready, 40% slower TTFT
 GATEWAY = "inference-gateway"  # the Gateway the demo's llm-d HTTPRoutes attach to
-LOAD_RATE = 10.0  # analysis traffic through the router, requests per second
+LOAD_RATE = 5.0  # analysis traffic through the router, requests per second (TTFTs are fixed: few suffice)
 # The analysis the analysed model's policy runs after each stage (a command check): p95 TTFT of the
 # new revision against the stable one over the same 5 s window, no more than 10% worse. The stand-in
 # engines serve vLLM's metric names whatever the engine. Wall seconds (Prometheus's clock): the
