@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,8 @@ def test_demo_releases_shows_the_llmd_path_then_analysis_catches_a_slower_releas
     path = summary["request_path"]
     assert path["checks"] == {k: True for k in path["checks"]}, path
     assert any(k.startswith("smoke gateway-pd: ") for k in path["checks"]), path
-    assert path["served_by"]["decode"].startswith("llm-dev/llama-70b-pd-decode")
-    assert path["served_by"]["prefill"].startswith("llm-dev/llama-70b-pd-prefill")
+    assert re.fullmatch(r"llm-dev/llama-70b-pd-.+-decode-0", path["served_by"]["decode"]), path
+    assert re.fullmatch(r"llm-dev/llama-70b-pd-.+-prefill-0", path["served_by"]["prefill"]), path
     assert path["headers"]["x-lwsflow-decode-endpoint"].endswith(":8000")  # the sidecar; vLLM on 8200
     assert "proxy   → EPP of InferencePool llm-dev/llama-70b-pd" in out
     assert "llm-d routing on for llama-70b-pd" in out
