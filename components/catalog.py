@@ -38,6 +38,8 @@ QUANTITY = re.compile(r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE
 Dtype = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4"]
 BYTES_PER_PARAM: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 DEFAULT_ENVIRONMENTS = ("dev", "staging", "prod")
+# llm-d's routing sidecar release whose shapes the renderer follows (docs/llm-d.md, "Rendering")
+ROUTING_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-routing-sidecar:v0.4.0"
 
 
 def _dns_label(v: str, max_len: int = 63) -> str:
@@ -295,6 +297,13 @@ class LlmdRouting(_Strict):
     endpointPicker: str | None = Field(
         default=None, description="the EPP Service of the llm-d install (default: <model>-epp)")
     endpointPickerPort: int = Field(default=9002, ge=1, le=65535, description="the EPP's ext-proc port")
+    routingSidecar: Literal["decode", "none"] = Field(
+        default="decode", description="decode: llm-d's routing sidecar on the decode leader pods, listening "
+        "on the model's port (the pool's targetPort) while the engine moves to enginePort; none: no sidecar")
+    sidecarImage: str = Field(default=ROUTING_SIDECAR_IMAGE, min_length=1,
+                              description="the routing sidecar's image")
+    enginePort: int = Field(default=8200, ge=1, le=65535,
+                            description="where a decode engine listens behind the sidecar")
 
     _v_gateway = field_validator("gateway")(lambda cls, v: _subdomain(v))
     _v_epp = field_validator("endpointPicker")(lambda cls, v: v if v is None else _subdomain(v))
@@ -399,6 +408,10 @@ class ModelSpec(_Strict):
             raise ValueError("set replicas (aggregated) or prefill and decode (disaggregated)")
         if self.llmd is not None and not disagg:
             raise ValueError("llmd: the llm-d InferencePool/HTTPRoute are rendered for P/D models only")
+        sidecar = self.llmd is not None and self.llmd.routingSidecar == "decode"
+        if sidecar and self.llmd is not None and self.llmd.enginePort == self.port:
+            raise ValueError(f"llmd.enginePort: {self.port} is the sidecar's port (the model's port); "
+                             "the decode engine needs another")
         if disagg and self.autoscaling is not None:
             # An HPA scales one scale subresource; P/D roles need coordinated, per-role scaling.
             raise ValueError("autoscaling is supported for aggregated models only")

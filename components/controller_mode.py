@@ -44,7 +44,8 @@ def sync_and_wait(kube: Any, clock: Any, workloads: list[dict[str, Any]], policy
         f"controller's verdict on template {want}")
     started = clock.now()
     status = wait.await_verdict(kube, clock, meta["namespace"], meta["name"], want, timeout_s=deadline_s,
-                                on_phase=lambda p: log(f"  policy phase {p}"))
+                                on_phase=lambda p: log(f"  policy phase {p}"),
+                                checks_wall_s=wait.check_budget_s(policy))
     outcome = wait.verdict(status, want)
     result = {"Succeeded": "succeeded", "RolledBack": "rolled-back"}.get(outcome or "", "failed")
     stages = int(status.get("stages") or 0)

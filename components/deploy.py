@@ -21,6 +21,10 @@ _RESOURCES = {
     ("v1", "Service"): ("", "v1", "services"),
     ("v1", "ConfigMap"): ("", "v1", "configmaps"),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): ("autoscaling", "v2", "horizontalpodautoscalers"),
+    # llm-d's routing objects (catalog ``llmd:``, docs/llm-d.md)
+    ("inference.networking.k8s.io/v1", "InferencePool"): (
+        "inference.networking.k8s.io", "v1", "inferencepools"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): ("gateway.networking.k8s.io", "v1", "httproutes"),
 }
 
 

@@ -58,8 +58,8 @@ def _port(name: str, number: int) -> dict[str, Any]:
     return {"name": name, "containerPort": number, "protocol": "TCP"}
 
 
-def _vllm_args(spec: ModelSpec, rs: RoleSizing) -> list[str]:
-    args = [spec.model, "--served-model-name", spec.model, "--port", str(spec.port),
+def _vllm_args(spec: ModelSpec, rs: RoleSizing, port: int) -> list[str]:
+    args = [spec.model, "--served-model-name", spec.model, "--port", str(port),
             "--tensor-parallel-size", str(rs.tp), "--pipeline-parallel-size", str(rs.pp),
             "--max-model-len", str(rs.max_model_len),
             "--gpu-memory-utilization", f"{spec.gpuMemoryUtilization:g}"]
@@ -74,9 +74,9 @@ def _vllm_args(spec: ModelSpec, rs: RoleSizing) -> list[str]:
     return args + list(spec.extraArgs)
 
 
-def _vllm(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
+def _vllm(spec: ModelSpec, rs: RoleSizing, leader: bool, port: int) -> Launch:
     env: list[dict[str, Any]] = []
-    ports = [_port("http", spec.port)] if leader else []
+    ports = [_port("http", port)] if leader else []
     if rs.role in ("prefill", "decode"):
         # NIXL handshakes on a side channel that must advertise an address peers can reach.
         env = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST",
@@ -84,23 +84,24 @@ def _vllm(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
                {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)}]
         ports.append(_port("nixl", NIXL_SIDE_CHANNEL_PORT))
     if rs.size == 1:
-        return Launch(command=["vllm", "serve"], args=_vllm_args(spec, rs), env=env, ports=ports)
+        return Launch(command=["vllm", "serve"], args=_vllm_args(spec, rs, port), env=env, ports=ports)
     if not leader:
         script = f"bash {VLLM_MULTINODE_SCRIPT} worker --ray_address={LEADER}"
         return Launch(command=["/bin/sh", "-c"], args=[script], env=env, ports=ports, serves_http=False)
-    serve = " ".join(shlex.quote(a) for a in [*_vllm_args(spec, rs), "--distributed-executor-backend", "ray"])
+    serve = " ".join(shlex.quote(a) for a in [*_vllm_args(spec, rs, port), "--distributed-executor-backend",
+                                               "ray"])
     script = (f"bash {VLLM_MULTINODE_SCRIPT} leader --ray_cluster_size={GROUP_SIZE} && "
               f"exec vllm serve {serve}")
     return Launch(command=["/bin/sh", "-c"], args=[script], env=env, ports=ports)
 
 
-def _sglang(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
+def _sglang(spec: ModelSpec, rs: RoleSizing, leader: bool, port: int) -> Launch:
     args = ["--model-path", spec.model, "--served-model-name", spec.model, "--host", "0.0.0.0",
-            "--port", str(spec.port), "--tp-size", str(rs.tp), "--context-length", str(rs.max_model_len),
+            "--port", str(port), "--tp-size", str(rs.tp), "--context-length", str(rs.max_model_len),
             "--mem-fraction-static", f"{spec.gpuMemoryUtilization:g}"]
     if spec.online_quantization:  # SGLang's online quantization of a 16-bit checkpoint
         args += ["--quantization", spec.online_quantization]
-    ports = [_port("http", spec.port)] if leader else []
+    ports = [_port("http", port)] if leader else []
     if rs.size > 1:
         args += ["--pp-size", str(rs.pp), "--dist-init-addr", f"{LEADER}:{SGLANG_DIST_PORT}",
                  "--nnodes", GROUP_SIZE, "--node-rank", WORKER_INDEX]
@@ -116,8 +117,9 @@ def _sglang(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
                   ports=ports, serves_http=leader)
 
 
-def launch(spec: ModelSpec, rs: RoleSizing, leader: bool) -> Launch:
-    """The launch of the leader (``leader=True``, worker index 0) or a worker pod of one role."""
+def launch(spec: ModelSpec, rs: RoleSizing, leader: bool, port: int | None = None) -> Launch:
+    """The launch of the leader (``leader=True``, worker index 0) or a worker pod of one role;
+    ``port``: where the engine serves HTTP (default the model's port; another one behind a sidecar)."""
     if spec.engine == "vllm":
-        return _vllm(spec, rs, leader)
-    return _sglang(spec, rs, leader)
+        return _vllm(spec, rs, leader, port or spec.port)
+    return _sglang(spec, rs, leader, port or spec.port)

@@ -139,7 +139,8 @@ def _overlay(tree: Path, env: str, model: str) -> tuple[Path, dict[str, Any]]:
 
 
 def _base_image_names(tree: Path, model: str) -> list[str]:
-    return sorted({ImageRef.parse(r).name for r in base_image_refs(tree, model)})
+    """The serving image's name(s): the containers', not a native sidecar's (llm-d's routing sidecar)."""
+    return sorted({ImageRef.parse(r).name for r in base_image_refs(tree, model, init_containers=False)})
 
 
 def _validate_in_scratch(tree: Path, env: str, model: str, doc: dict[str, Any]) -> None:

@@ -6,6 +6,11 @@ Extension **v1.6.0** ``inference.networking.k8s.io/v1`` InferencePool and Gatewa
 those schemas. The pool selects the model's leader pods of both roles (workers hold shards and serve
 no HTTP); the EPP tells prefill from decode by the role label. The endpoint picker Deployment/Service
 named in ``endpointPickerRef`` is the user's llm-d installation's, not rendered here.
+
+The decode leader pods also get llm-d's routing sidecar (``routingSidecar``, on by default), shaped as
+the llm-d-modelservice chart's ``routingProxy`` (llm-d-routing-sidecar **v0.4.0**): a native sidecar
+(init container, ``restartPolicy: Always``) named ``routing-proxy`` listening on the model's port, the
+pool's targetPort, with ``--vllm-port`` pointing at the engine, which moves to ``enginePort`` (8200).
 """
 
 from __future__ import annotations
@@ -59,3 +64,20 @@ def routing_objects(spec: ModelSpec, namespace: str, labels: dict[str, str],
         if errors:
             raise InvalidInput(f"{obj['kind']}/{spec.name}: {errors[0]}", field=f"{where}.llmd")
     return objs
+
+
+SIDECAR_NAME = "routing-proxy"
+SIDECAR_PORT_NAME = "sidecar"
+# the sidecar's P/D protocol: vLLM's NIXL connector (v2 wire), or SGLang's bootstrap hand-off
+CONNECTOR = {"vllm": "nixlv2", "sglang": "sglang"}
+
+
+def routing_sidecar(spec: ModelSpec) -> dict[str, Any]:
+    """llm-d's routing sidecar for a decode leader pod (llm-d-modelservice ``routingProxy`` shape)."""
+    assert spec.llmd is not None
+    return {"name": SIDECAR_NAME, "image": spec.llmd.sidecarImage, "imagePullPolicy": "IfNotPresent",
+            "args": [f"--port={spec.port}", f"--vllm-port={spec.llmd.enginePort}",
+                     f"--connector={CONNECTOR[spec.engine]}", "--secure-proxy=false"],
+            "ports": [{"name": SIDECAR_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+            "restartPolicy": "Always",
+            "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True}}

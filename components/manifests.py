@@ -28,6 +28,7 @@ from typing import Any
 
 from lwsflow.components.catalog import Catalog, ModelSpec
 from lwsflow.components.engines import SGLANG_BOOTSTRAP_PORT, launch
+from lwsflow.components.llmd_routing import routing_sidecar
 from lwsflow.components.manifests_pod import (
     assert_no_secret_literals,
     pod_labels,
@@ -76,7 +77,11 @@ def _lws_spec(catalog: Catalog, spec: ModelSpec, rs: RoleSizing, extra_labels: d
                            "workers); use LeaderCreated", field=f"{where}.startupPolicy")
     pool = catalog.pool(rs.pool)
     template: dict[str, Any] = {"size": rs.size, "restartPolicy": spec.restartPolicy}
-    leader = pod_template(spec, rs, pool, launch(spec, rs, leader=True), extra_labels)
+    # llm-d's routing sidecar fronts a decode leader's engine on the model's port (docs/llm-d.md)
+    sidecar = rs.role == "decode" and spec.llmd is not None and spec.llmd.routingSidecar == "decode"
+    port = spec.llmd.enginePort if sidecar and spec.llmd is not None else None
+    leader = pod_template(spec, rs, pool, launch(spec, rs, leader=True, port=port), extra_labels, port=port,
+                          sidecars=[routing_sidecar(spec)] if sidecar else None)
     if rs.size > 1:
         template["leaderTemplate"] = leader
         worker = launch(spec, rs, leader=False)

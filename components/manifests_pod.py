@@ -85,8 +85,10 @@ def _probes(spec: ModelSpec, rs: RoleSizing) -> dict[str, Any]:
 
 
 def pod_template(spec: ModelSpec, rs: RoleSizing, pool: NodePool, launch: Launch,
-                 extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """The PodTemplateSpec of one role's leader or worker pods."""
+                 extra_labels: dict[str, str] | None = None, *, port: int | None = None,
+                 sidecars: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The PodTemplateSpec of one role's leader or worker pods; ``port``: where its engine serves when
+    not on the model's port; ``sidecars``: native sidecars (init containers with restartPolicy Always)."""
     container: dict[str, Any] = {
         "name": spec.engine,
         "image": spec.image,
@@ -124,13 +126,15 @@ def pod_template(spec: ModelSpec, rs: RoleSizing, pool: NodePool, launch: Launch
             "labelSelector": {"matchLabels": {L.MODEL: spec.name, L.ROLE: rs.role}}}]
     pod_spec["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
     pod_spec["terminationGracePeriodSeconds"] = 60
+    if sidecars:
+        pod_spec["initContainers"] = sidecars
     pod_spec["containers"] = [container]
     pod_spec["volumes"] = volumes
     labels = {**pod_labels(spec, rs.role, pool.name), **(extra_labels or {})}
     return {
         "metadata": {
             "labels": dict(sorted(labels.items())),
-            "annotations": {L.SERVED_MODEL: spec.model, L.SERVING_PORT: str(spec.port)},
+            "annotations": {L.SERVED_MODEL: spec.model, L.SERVING_PORT: str(port or spec.port)},
         },
         "spec": pod_spec,
     }

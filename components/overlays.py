@@ -312,14 +312,15 @@ def listed_models(aggregate: dict[str, Any] | None) -> list[str]:
     return [str(r) for r in (aggregate or {}).get("resources") or [] if isinstance(r, str)]
 
 
-def base_image_refs(tree: Path, model: str) -> list[str]:
-    """The container images of ``base/<model>``'s rendered objects, as written in the base."""
+def base_image_refs(tree: Path, model: str, init_containers: bool = True) -> list[str]:
+    """The container images of ``base/<model>``'s rendered objects, as written in the base
+    (``init_containers=False``: not the init containers' and native sidecars')."""
     refs: set[str] = set()
     for f in sorted(safe_path(tree, f"base/{model}").glob("*.yaml")):
         if f.name != KUSTOMIZATION:
             for obj in parse_yaml_documents(f.read_bytes(), source=str(f)):
                 if isinstance(obj, dict):
-                    refs.update(container_images(obj))
+                    refs.update(container_images(obj, init_containers))
     return sorted(refs)
 
 

@@ -80,6 +80,33 @@ def write_targets(path: Path, groups: list[dict[str, Any]]) -> None:
     write_file_atomic(path, json.dumps(groups, indent=1).encode())
 
 
+def active_targets(url: str) -> list[dict[str, Any]]:
+    """The active scrape targets of the Prometheus at ``url``."""
+    resp = httpx.get(f"{url}/api/v1/targets", params={"state": "active"}, timeout=5.0)
+    resp.raise_for_status()
+    targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
+    return targets
+
+
+def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
+    """Wait until every (pod, revision) in ``pods`` is an active, scraped target (a group's pod keeps
+    its name across revisions, so the name alone would match the old target). Prometheus's discovery
+    manager hands new targets to the scrapers at most every 5 s, so a just-written target file
+    takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            seen = {(t["labels"].get("pod"), t["labels"].get("revision")) for t in active_targets(url)
+                    if t.get("lastScrape", "") and not t["lastScrape"].startswith("0001")}
+        except (httpx.HTTPError, KeyError, ValueError):
+            seen = set()
+        if pods <= seen:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,28 +147,10 @@ class Prometheus:
         return groups
 
     def active_targets(self) -> list[dict[str, Any]]:
-        resp = httpx.get(f"{self.url}/api/v1/targets", params={"state": "active"}, timeout=5.0)
-        resp.raise_for_status()
-        targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
-        return targets
+        return active_targets(self.url)
 
     def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
-        """Wait until every (pod, revision) in ``pods`` is an active, scraped target (a group's pod keeps
-        its name across revisions, so the name alone would match the old target). Prometheus's discovery
-        manager hands new targets to the scrapers at most every 5 s, so a just-written target file
-        takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                seen = {(t["labels"].get("pod"), t["labels"].get("revision")) for t in self.active_targets()
-                        if t.get("lastScrape", "") and not t["lastScrape"].startswith("0001")}
-            except (httpx.HTTPError, KeyError, ValueError):
-                seen = set()
-            if pods <= seen:
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
+        return wait_for_targets(self.url, pods, timeout_s)
 
     def stop(self) -> None:
         self._stop.set()

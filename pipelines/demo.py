@@ -12,9 +12,14 @@
    controller stages it; the demo passes the manual gate with ``kubectl lwsflow promote``), smoke
    test, promote to the next environment (the catalog's own order). Print a summary table and draw
    the rollouts' timeline.
-4. Release a bad image (one the cluster never sees become ready) for one model: the controller's
-   gate stops it and rolls back; the demo checks the cluster is still on the good revision and the
-   next environment was not promoted.
+4. Show a request's path through the stand-in llm-d router for a P/D model (the demo's catalog copy
+   turns ``llmd:`` on for vLLM P/D models: InferencePool, HTTPRoute, routing sidecar on decode pods)
+   and run the smoke test's gateway checks through it.
+5. Release a bad image for one model: ready, but 40% slower at p95 TTFT (its image's behaviour
+   profile). Readiness passes; the analysis its RolloutPolicy runs after each stage (``lwsflow analysis
+   run`` against a real Prometheus, new revision against stable, traffic through the router) fails at
+   the first stage and the controller rolls back; the demo checks the cluster is still on the good
+   revision and the next environment was not promoted.
 """
 
 from __future__ import annotations
@@ -25,14 +30,16 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from lwsflow.components import gitwork
+from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
@@ -45,12 +52,30 @@ from lwsflow.pipelines.local_run import (
     commit_engine_context,
     run_deploy_model,
 )
-from lwsflow.sim.config import IMAGE_PROFILE_LABEL
+from lwsflow.sim.config import IMAGE_PROFILE_LABEL, ImageProfile
+
+if TYPE_CHECKING:
+    from lwsflow.components.catalog import Catalog
 
 # Wide enough for the summary table when the output is a log file rather than a terminal.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
-BAD_CONTEXT = "images/engine-broken"
+BAD_CONTEXT = "images/engine-slower"
 VERBOSE = [False]  # set by run_demo(verbose=...): show the runner's whole output
+GOOD_TTFT_S = 0.045  # every stand-in engine's TTFT unless its image's profile says otherwise
+SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * 1.4, 4))  # the bad release: ready, 40% slower TTFT
+GATEWAY = "inference-gateway"  # the Gateway the demo's llm-d HTTPRoutes attach to
+LOAD_RATE = 5.0  # analysis traffic through the router, requests per second (TTFTs are fixed: few suffice)
+# The analysis the analysed model's policy runs after each stage (a command check): p95 TTFT of the
+# new revision against the stable one over the same 5 s window, no more than 10% worse. The stand-in
+# engines serve vLLM's metric names whatever the engine. Wall seconds (Prometheus's clock): the
+# first measurement waits 6 s (> the window) so it covers only time the new pods served.
+ANALYSIS_SPEC: dict[str, Any] = {"window": "5s", "metrics": [{
+    "name": "ttft-p95", "initialDelay": "6s", "interval": "2s", "count": 2, "failureLimit": 0,
+    "inconclusiveLimit": 1,
+    "provider": {"prometheus": {"query": (
+        'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
+        '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[{{window}}])))')}},
+    "compare": {"mode": "relative", "tolerance": 10}}]}
 
 
 @dataclass
@@ -170,19 +195,24 @@ def _live_image(stack: LocalStack, manifest_path: Path) -> tuple[str, list[str]]
 
 
 def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: str,
-                 target_env: str, controller: bool = False) -> tuple[bool, dict[str, Any], PipelineRun]:
-    """Release a never-ready image for ``good.model``; True when the gate and rollback held."""
+                 target_env: str, controller: bool = False,
+                 analysed: Analysed | None = None) -> tuple[bool, dict[str, Any], PipelineRun]:
+    """Release an image for ``good.model`` that is ready but 40% slower at p95 TTFT; True when the
+    analysis caught it at the first stage and the rollback held."""
     model = good.model
     target_path = f"overlays/{target_env or source_env}/{model}/kustomization.yaml"
     target_before = _main_file(stack, target_path)
     dev_path = f"overlays/{source_env}/{model}/kustomization.yaml"
     dev_before = _main_file(stack, dev_path)
-    commit_engine_context(stack.repo, BAD_CONTEXT, "v2-broken", broken=True)
+    commit_engine_context(stack.repo, BAD_CONTEXT, "v2-slower", profile=SLOWER)
     console.print(f"[yellow]bad release:[/] {model} from {BAD_CONTEXT}; its image carries the label "
-                  f"{IMAGE_PROFILE_LABEL}={{\"ready\": false}}, which the embedded cluster reads through the "
-                  "registry by digest: its pods never become ready (an engine that hangs while loading)")
-    run = _deploy(stack, out, model, f"{model}:v2", BAD_CONTEXT, "bad-release",
-                  show_failure=False)  # _verdict says how it ended, in one line
+                  f"{IMAGE_PROFILE_LABEL}={SLOWER.model_dump_json(exclude_defaults=True)}, which the "
+                  "embedded cluster reads through the registry by digest: its pods become ready, but answer "
+                  f"{(SLOWER.ttft_s or 0) * 1000:g} ms to the first token where the stable release takes "
+                  f"{GOOD_TTFT_S * 1000:g} ms (40% slower at p95)")
+    with _traffic(stack, analysed):
+        run = _deploy(stack, out, model, f"{model}:v2", BAD_CONTEXT, "bad-release",
+                      show_failure=False)  # _verdict says how it ended, in one line
     res = _result(run)
     roll = run.reports.get("rollout", {})
     manifest = out / "reports" / "bad-release" / model / f"manifest-{source_env}.yaml"
@@ -199,6 +229,10 @@ def _bad_release(stack: LocalStack, out: Path, good: ModelResult, source_env: st
     if controller:  # the GitOps path: no step drove it, the policy's verdict is the controller's
         checks["rolled back by the in-cluster controller"] = (roll.get("mode") == "controller"
                                                               and roll.get("result") == "rolled-back")
+    if analysed is not None:  # readiness passed; the analysis failed the first stage
+        message = str(roll.get("message", ""))
+        checks["readiness passed, analysis failed at stage 1"] = bool(
+            re.match(r"(rolled back: )?stage 1 ", message) and "analysis failed" in message)
     detail = {"model": model, "target": target, "failed_task": run.failed_task,
               "rollout_result": roll.get("result"), "rollout_message": roll.get("message", ""),
               "live_images": live_images, "good_image": good.image, "bad_image": res.image, "checks": checks}
@@ -237,6 +271,60 @@ def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> lis
     return pictures
 
 
+@dataclass
+class Analysed:
+    """The model whose RolloutPolicy runs the analysis (and gets the bad release), with its traffic."""
+
+    model: str
+    namespace: str
+    served: str  # the served model id the analysis traffic asks for
+    spec_path: Path
+    traffic: list[dict[str, int]] = field(default_factory=list)  # per release: sent, ok, errors
+
+
+@contextlib.contextmanager
+def _traffic(stack: LocalStack, analysed: Analysed | None) -> Iterator[None]:
+    """Seeded OpenAI traffic through the stand-in router while a release of the analysed model runs:
+    the analysis needs requests on both revisions (the EPP spreads them by load)."""
+    if analysed is None or stack.router is None:
+        yield
+        return
+    from lwsflow.components.loadgen import LoadGenerator, LoadSpec
+
+    url = stack.router.url
+    # not streamed: a non-streaming answer's TTFT is the engine profile's, where a stream's is the
+    # wall time it took, which a busy 2-core machine stretches at random (p95 of ~25 samples swings)
+    load = LoadGenerator(LoadSpec(model=analysed.served, rate=LOAD_RATE, seed=7, max_tokens=(2, 4),
+                                  prompt_words=(4, 24), stream_share=0.0), lambda: [url]).start()
+    try:
+        yield
+    finally:
+        stats = load.stop()
+        analysed.traffic.append({"sent": stats.sent, "ok": stats.ok, "errors": stats.errors})
+        codes = ", ".join(f"{k or 'no answer'}: {v}" for k, v in sorted(stats.by_status.items()))
+        console.print(f"analysis traffic: {stats.sent} requests through the router ({codes})")
+
+
+def _with_llmd(catalog: Path, cat: Catalog, workdir: Path) -> tuple[Path, Catalog, list[str]]:
+    """The demo's copy of the catalog with llm-d routing (``llmd:``) on for its vLLM P/D models, which
+    renders their InferencePool and HTTPRoute and puts the routing sidecar on their decode pods;
+    (path, catalog, the models it turned on). The catalog given is never changed."""
+    from lwsflow.components.catalog import load_catalog
+    from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+
+    doc = load_yaml_documents(catalog)[0]
+    routed = [m.name for m in cat.models if m.disaggregated and m.engine == "vllm" and m.llmd is None]
+    if not routed:
+        return catalog, cat, []
+    for m in doc.get("models") or []:
+        if m.get("name") in routed:
+            m["llmd"] = {"gateway": GATEWAY}
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "catalog-llmd.yaml"
+    path.write_text(dump_yaml(doc))
+    return path, load_catalog(path), routed
+
+
 def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool = True,
              speed: float = 600.0, seed: bool = True, verbose: bool = False) -> int:
     """The demo; returns the exit code (0 when every release deployed and the bad one was caught)."""
@@ -254,12 +342,22 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
             raise InvalidInput(f"unknown model {m!r} (known: {', '.join(known)})", field="models")
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]lwsflow demo[/]: {len(chosen)} model(s) from {catalog}; artifacts in {out}")
-    stack = start_stack(out / "work", catalog, speed=speed, loaded=cat)
+    catalog, cat, routed = _with_llmd(catalog, cat, out / "work")
+    routed = [m for m in routed if m in chosen]
+    stack = start_stack(out / "work", catalog, speed=speed, loaded=cat,
+                        engine_options={"ttft_s": GOOD_TTFT_S}, router=True, prometheus=bad_release)
     ctl: demo_controller.Controllers | None = None
     try:
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
                       f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
+        console.print(f"stand-in llm-d router {stack.router.url} (proxy + EPP over the cluster's "
+                      "InferencePools)" + (f", Prometheus {stack.prometheus.url} (scrapes the analysed "
+                                           "model's pods every second)" if stack.prometheus else ""))
+        if routed:
+            console.print(f"llm-d routing on for {', '.join(routed)} (the demo's catalog copy sets llmd: "
+                          f"{{gateway: {GATEWAY}}}): InferencePool + HTTPRoute rendered, llm-d's routing "
+                          "sidecar on the decode pods (8000, vLLM behind it on 8200)")
         envs = [e.name for e in cat.environments]
         source, target = envs[0], (envs[1] if len(envs) > 1 else "")
         console.print(f"environments in the catalog's order: {' → '.join(envs)}; releases go to {source}, "
@@ -269,25 +367,74 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
             took = seed_cluster(stack, source, chosen)
             console.print(f"{source} runs the currently pinned release of {len(chosen)} model(s) "
                           f"(ready after {took / 60:.1f} min of cluster time); now releasing new images")
-        ctl = _start_controller(stack, out, source, chosen) if seed else None
+        analysed: Analysed | None = None
+        if seed:
+            ctl, analysed = _start_controller(stack, out, source, chosen, cat, bad_release)
         real = sys.stdout  # the promoter says what it ran while a pipeline's output is filtered
         promoter = (demo_controller.Promoter(Kube.connect(str(stack.kubeconfig)), stack.kubeconfig,
                                              lambda text: print(text, file=real, flush=True))
                     if ctl is not None else None)
         with promoter or contextlib.nullcontext():
-            return _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter)
+            return _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter, analysed,
+                             routed, cat)
     finally:
         if ctl is not None:
             ctl.stop()
         stack.close()
 
 
-def _start_controller(stack: LocalStack, out: Path, env: str,
-                      models: list[str]) -> demo_controller.Controllers:
-    """The GitOps path: the controller's RBAC, a RolloutPolicy per model, two leader-elected replicas."""
+def _analysis_target(cat: Catalog, env: str, chosen: list[str],
+                     planned: list[tuple[str, str, list[str], str, str]]) -> tuple[str, str] | None:
+    """(model, namespace) the bad release goes to: the first LeaderWorkerSet rolled out in more than one
+    stage (stage 1 leaves stable pods to compare with) whose served model no other chosen model serves
+    (the router picks the pool by the request's model)."""
+    served = {m: cat.for_environment(m, env).model for m in chosen}
+    for target, ns, stages, _, _ in planned:
+        kind, name = target.split("/", 1)
+        if kind == "lws" and len(stages) > 1 and list(served.values()).count(served.get(name, "")) == 1:
+            return name, ns
+    return None
+
+
+def _inference_pool(model: str, namespace: str, port: int) -> dict[str, Any]:
+    """What a platform team's llm-d install has for an aggregated model: a pool over its leader pods."""
+    return {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+            "metadata": {"name": model, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"lwsflow.io/model": model,
+                                                  "leaderworkerset.sigs.k8s.io/worker-index": "0"}},
+                     "targetPorts": [{"number": port}],
+                     "endpointPickerRef": {"name": f"{model}-epp", "port": {"number": 9002}}}}
+
+
+def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str], cat: Catalog,
+                      analysis: bool) -> tuple[demo_controller.Controllers, Analysed | None]:
+    """The GitOps path: the controller's RBAC, a RolloutPolicy per model, two leader-elected replicas;
+    the analysed model's policy runs ``lwsflow analysis run`` after each stage (a command check)."""
+    from lwsflow.controller.kube.resources import Resource
+    from lwsflow.controller.yamlio import dump_yaml
+
     admin = Kube.connect(str(stack.kubeconfig))
-    sa = demo_controller.install_rbac(admin, stack.kubeconfig, out / "work" / "controller-sa.kubeconfig")
-    policies = demo_controller.create_policies(admin, stack.repo.url, env, models)
+    sa_kubeconfig = out / "work" / "controller-sa.kubeconfig"
+    sa = demo_controller.install_rbac(admin, stack.kubeconfig, sa_kubeconfig)
+    planned = demo_controller.plan_policies(stack.repo.url, env, models)
+    found = _analysis_target(cat, env, models, planned) if analysis and stack.prometheus else None
+    analysed: Analysed | None = None
+    checks: dict[str, list[dict[str, Any]]] = {}
+    if found is not None:
+        model, ns = found
+        spec_path = out / "work" / "analysis.yaml"
+        spec_path.write_text(dump_yaml(ANALYSIS_SPEC))
+        analysed = Analysed(model, ns, cat.for_environment(model, env).model, spec_path)
+        # only the analysed model's serving pods: scraping every engine each second costs CPU for nothing
+        selector = f"{L.NAME}={model}"
+        stack.prometheus.follow(lambda: stack.cluster.store.list("pods", ns, label_selector=selector)[0])
+        admin.apply(Resource("inference.networking.k8s.io", "v1", "inferencepools"),
+                    _inference_pool(model, ns, cat.for_environment(model, env).port),
+                    field_manager="llm-d-install")
+        checks[f"lws/{model}"] = [{"name": "analysis", "command": {"timeoutSeconds": 120, "command": [
+            "lwsflow", "analysis", "run", str(spec_path), "--revision", "auto", "--kubeconfig",
+            str(sa_kubeconfig), "--prometheus", stack.prometheus.url]}}]
+    policies = demo_controller.create_policies(admin, planned, checks)
     ctl = demo_controller.Controllers(sa, out).start(replicas=2)
     console.print("in-cluster controller: overlays/controller RBAC applied; 2 replicas of `lwsflow "
                   f"controller run --leader-elect` as system:serviceaccount:{demo_controller.SYSTEM_NS}:"
@@ -298,28 +445,54 @@ def _start_controller(stack: LocalStack, out: Path, env: str,
         console.print(f"rolloutpolicy {p['metadata']['namespace']}/{p['metadata']['name']} → "
                       f"{ref['kind']}/{ref['name']}: stages {stages}"
                       + (" (⏸ a manual gate: kubectl lwsflow promote)" if any("pause" in s for s in
-                                                                            p["spec"]["stages"]) else ""))
-    return ctl
+                                                                            p["spec"]["stages"]) else "")
+                      + (" + analysis after each stage" if any(s.get("checks") for s in p["spec"]["stages"])
+                         else ""))
+    if analysed is not None:
+        console.print(f"analysis: after each stage {analysed.namespace}/{analysed.model}'s policy runs "
+                      "`lwsflow analysis run --revision auto` (the new revision's p95 TTFT against the "
+                      "stable one's, at most 10% worse, over 5 s windows of Prometheus data), while "
+                      f"{LOAD_RATE:g} req/s of seeded traffic go through the router to InferencePool "
+                      f"{analysed.namespace}/{analysed.model}")
+    return ctl, analysed
 
 
 def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, target: str, bad_release: bool,
               t0: float, ctl: demo_controller.Controllers | None,
-              promoter: demo_controller.Promoter | None) -> int:
-    """Release every model, then a bad release; the summary."""
-    runs = [_deploy(stack, out, m, f"{m}:v1", "images/engine", "release") for m in chosen]
+              promoter: demo_controller.Promoter | None, analysed: Analysed | None,
+              routed: list[str], cat: Catalog) -> int:
+    """Release every model, show the llm-d request path, then a bad release; the summary."""
+    runs = []
+    for m in chosen:
+        with _traffic(stack, analysed if analysed is not None and analysed.model == m else None):
+            runs.append(_deploy(stack, out, m, f"{m}:v1", "images/engine", "release"))
     results = [_result(r) for r in runs]
     console.print(_table(results, f"deploy-model: build → render → build-overlays → promote {source} → "
                                   f"rollout → smoke → promote {target or 'nowhere'}"))
     summary: dict[str, Any] = {"models": [asdict(x) for x in results]}
     code = 0 if all(x.ok for x in results) else 1
-    good = next((x for x in results if x.ok), None)
-    drawn = {r.model: r for r in runs}
-    if bad_release and good is not None:
-        console.rule("[bold]a bad release")
-        caught, detail, bad = _bad_release(stack, out, good, source, target, controller=ctl is not None)
-        summary["bad_release"] = detail
-        drawn[f"{good.model} (bad release)"] = bad
-        code = code or (0 if caught else 1)
+    ok = {x.model for x in results if x.ok}
+    shown = next((m for m in routed if m in ok), None)
+    if shown is not None:
+        console.rule("[bold]the llm-d request path")
+        path_ok, summary["request_path"] = _request_path(stack, cat, shown, source)
+        code = code or (0 if path_ok else 1)
+    if bad_release:
+        good = (next((x for x in results if x.ok and x.model == analysed.model), None)
+                if analysed is not None else None)
+        if good is None:
+            console.print("bad release: skipped (no released LeaderWorkerSet with a staged rollout to "
+                          "analyse)")
+        else:
+            console.rule("[bold]a bad release")
+            caught, detail, bad = _bad_release(stack, out, good, source, target,
+                                               controller=ctl is not None, analysed=analysed)
+            summary["bad_release"] = detail
+            runs.append(bad)
+            code = code or (0 if caught else 1)
+    drawn = {r.model: r for r in runs[:len(chosen)]}
+    if "bad_release" in summary:
+        drawn[f"{summary['bad_release']['model']} (bad release)"] = runs[-1]
     for picture in _pictures(stack, out, drawn):
         console.print(f"picture: {picture}")
     if ctl is not None and promoter is not None:
@@ -328,6 +501,62 @@ def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, targ
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     console.print(f"done in {summary['wall_s']:.0f}s; summary {out / 'summary.json'}")
     return code
+
+
+def _hostport(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    return host, int(port) if port.isdigit() else 0
+
+
+def _request_path(stack: LocalStack, cat: Catalog, model: str, env: str) -> tuple[bool, dict[str, Any]]:
+    """One request through the stand-in router for a P/D model, printed hop by hop with the pods named,
+    then the smoke test's gateway checks through the same router; (all ✓, what was seen)."""
+    import httpx
+
+    from lwsflow.components.smoke import SmokeConfig, run_smoke
+
+    router = stack.router
+    assert router is not None
+    served_model = cat.for_environment(model, env).model
+    body = {"model": served_model, "max_tokens": 8,
+            "prompt": "Explain how a prefill pod hands its KV cache to a decode pod. " * 4}
+    resp = httpx.post(f"{router.url}/v1/completions", json=body, timeout=30)
+    h = resp.headers
+    pods = dict(p.strip().split("=", 1) for p in h.get("x-lwsflow-served-by", "").split(";") if "=" in p)
+    decode_at, prefill_at = h.get("x-lwsflow-decode-endpoint", ""), h.get("x-lwsflow-prefill-endpoint", "")
+    kv_at = h.get("x-lwsflow-kv-source", "")
+    ns, _, decode_pod = pods.get("decode", "").partition("/")
+    engine = stack.engines.engines.get((ns, decode_pod)) if stack.engines else None
+    engine_port = engine.port if engine is not None else 0
+    route = next((r for r in reversed(router.routes) if r.model == served_model), None)
+    pool = route.pool if route else "?"
+    say = console.print
+    say(f"POST {router.url}/v1/completions model={served_model} (~{route.tokens if route else '?'} prompt "
+        f"tokens: at least {router.non_cached_tokens}, so the P/D decider disaggregates)")
+    say(f"  proxy   → EPP of InferencePool {pool} (HTTPRoute {pool}, Gateway {GATEWAY})")
+    say(f"  EPP     → decode {pods.get('decode', '?')} (least loaded), prefill {pods.get('prefill', '?')}")
+    say(f"  proxy   → routing sidecar of the decode pod at {decode_at} (x-prefiller-host-port: {prefill_at})")
+    say(f"  sidecar → prefill engine {prefill_at}: kv_transfer_params {{do_remote_decode: true}}, "
+        "max_tokens 1")
+    say(f"  prefill → KV held at {kv_at} (engine {h.get('x-lwsflow-kv-engine', '?')[:12]})")
+    say(f"  sidecar → decode engine {_hostport(decode_at)[0]}:{engine_port} with do_remote_prefill: it pulls "
+        f"the KV from {kv_at} and decodes → HTTP {resp.status_code}")
+    say(f"$ lwsflow smoke --gateway-url {router.url} --model {served_model}")
+    report = run_smoke(SmokeConfig(gateway_url=router.url, model=served_model, request_timeout_s=10.0,
+                                   warmup_s=5.0, retries=2, deadline_s=60.0, max_tokens=4))
+    checks = {f"smoke {c.name}: {c.detail}": c.passed for c in report.checks if not c.skipped}
+    checks.update({
+        "router disaggregated, pods named": resp.status_code == 200 and {"decode", "prefill"} <= pods.keys(),
+        "KV pulled from the prefill pod the EPP chose":
+            bool(prefill_at) and _hostport(kv_at)[0] == _hostport(prefill_at)[0],
+        "the decode pod's own sidecar answered on the pool's port, in front of its engine":
+            engine_port > 0 and _hostport(decode_at)[1] not in (0, engine_port),
+    })
+    for name, passed in checks.items():
+        say(f"  {'[green]✓[/]' if passed else '[red]✗[/]'} {name}")
+    seen = {"model": model, "served_by": pods, "checks": checks,
+            "headers": {k: v for k, v in h.items() if k.startswith("x-lwsflow-")}}
+    return all(checks.values()), seen
 
 
 def _controller_summary(ctl: demo_controller.Controllers,

@@ -62,13 +62,16 @@ def install_rbac(admin: Kube, admin_kubeconfig: Path, kubeconfig_out: Path) -> P
 
 
 def policy_for(target: str, namespace: str, stages: list[str], *, bake: str, deadline: str,
-               gate_last: bool) -> dict[str, Any]:
+               gate_last: bool, checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A RolloutPolicy for ``target`` (``lws/NAME``, ``pair/NAME``, ``ds/NAME``) with the catalog's
-    stages, bake and deadline; ``gate_last``: a manual gate (``pause: {}``) before the last stage."""
+    stages, bake and deadline; ``gate_last``: a manual gate (``pause: {}``) before the last stage;
+    ``checks``: run after every stage's gate and bake."""
     kind, name = target.split("/", 1)
     spec_stages: list[dict[str, Any]] = []
     for i, s in enumerate(stages):
         stage: dict[str, Any] = {"groups": int(s) if s.isdigit() else s, "bake": bake}
+        if checks:
+            stage["checks"] = [dict(c) for c in checks]
         if gate_last and i == len(stages) - 1 and i > 0:
             stage["pause"] = {}
         spec_stages.append(stage)
@@ -87,7 +90,9 @@ class Controllers:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self, replicas: int = 2) -> Controllers:
-        env = {**os.environ, "LWSFLOW_LOG": "text"}
+        # PATH: a policy's command check runs `lwsflow ...` from the venv the demo runs in
+        env = {**os.environ, "LWSFLOW_LOG": "text",
+               "PATH": f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("KUBECONFIG", None)
         for i in range(replicas):
             log = (self.logdir / f"controller-{i}.log").open("wb")
@@ -161,10 +166,9 @@ class Promoter:
                               "rc": str(proc.returncode), "output": said})
 
 
-def create_policies(admin: Kube, repo_url: str, env: str, models: list[str]) -> list[dict]:
-    """One RolloutPolicy per model, on what main pins for ``env`` (stages, bake and deadline from the
-    catalog's rollout settings on the built overlay); a manual gate before the last stage of the first
-    model that has more than one stage."""
+def plan_policies(repo_url: str, env: str, models: list[str]) -> list[tuple[str, str, list[str], str, str]]:
+    """(target, namespace, stages, bake, deadline) per model, from what main pins for ``env``: the
+    catalog's rollout settings on the built overlay."""
     from lwsflow.components import deploy, gitwork, steps
     from lwsflow.controller.yamlio import parse_yaml_documents
 
@@ -179,7 +183,15 @@ def create_policies(admin: Kube, repo_url: str, env: str, models: list[str]) -> 
                 stages = "100%"  # the DS controller has no partition: one stage
             planned.append((target, ns, stages.split(","), steps._annotation(docs, "rollout-bake") or "0s",
                             steps._annotation(docs, "rollout-deadline") or "30m"))
+    return planned
+
+
+def create_policies(admin: Kube, planned: list[tuple[str, str, list[str], str, str]],
+                    checks: dict[str, list[dict[str, Any]]] | None = None) -> list[dict]:
+    """One RolloutPolicy per planned target (``plan_policies``); a manual gate before the last stage of
+    the first one that has more than one stage; ``checks`` by target (``lws/NAME``) on every stage."""
     gated = next((i for i, p in enumerate(planned) if len(p[2]) > 1), -1)
     return [admin.create(ROLLOUT_POLICY, ns, policy_for(target, ns, stages, bake=bake, deadline=deadline,
-                                                        gate_last=i == gated))
+                                                        gate_last=i == gated,
+                                                        checks=(checks or {}).get(target)))
             for i, (target, ns, stages, bake, deadline) in enumerate(planned)]

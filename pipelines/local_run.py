@@ -50,13 +50,15 @@ class GitopsRepo:
     seed: Path
 
 
-def write_engine_context(folder: Path, release: str, broken: bool = False) -> None:
-    """A build context for the stand-in engine image; ``release`` changes its content (and digest)."""
+def write_engine_context(folder: Path, release: str, broken: bool = False,
+                         profile: ImageProfile | None = None) -> None:
+    """A build context for the stand-in engine image; ``release`` changes its content (and digest).
+    Its label carries ``profile`` (how the image behaves), or a never-ready one when ``broken``."""
     from lwsflow.sim.config import IMAGE_PROFILE_LABEL, ImageProfile
 
     folder.mkdir(parents=True, exist_ok=True)
-    profile = ImageProfile(ready=not broken).model_dump_json(exclude_defaults=True)
-    (folder / "Containerfile").write_text(CONTAINERFILE.format(label=IMAGE_PROFILE_LABEL, profile=profile))
+    label = (profile or ImageProfile(ready=not broken)).model_dump_json(exclude_defaults=True)
+    (folder / "Containerfile").write_text(CONTAINERFILE.format(label=IMAGE_PROFILE_LABEL, profile=label))
     cfg = {"release": release, "engine": "stand-in"}
     (folder / "engine.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
@@ -106,10 +108,11 @@ def init_gitops_repo(root: Path, catalog: Path, release: str = "v1", *,
     return GitopsRepo(url=str(bare), seed=seed)
 
 
-def commit_engine_context(repo: GitopsRepo, folder: str, release: str, broken: bool = False) -> str:
+def commit_engine_context(repo: GitopsRepo, folder: str, release: str, broken: bool = False,
+                          profile: ImageProfile | None = None) -> str:
     """Add another build context (e.g. a bad release) to main; returns the commit."""
     gitwork.git("pull", "--quiet", "--ff-only", cwd=repo.seed)
-    write_engine_context(repo.seed / folder, release, broken)
+    write_engine_context(repo.seed / folder, release, broken, profile)
     gitwork.commit_all(repo.seed, f"engine image context {folder} ({release})")
     gitwork.git("push", "--quiet", "origin", "main", cwd=repo.seed)
     return gitwork.head(repo.seed)
@@ -189,6 +192,8 @@ class LocalStack:
     speed: float
     timeline: Any = None  # lwsflow.sim.timeline.Timeline: every LWS/DS over cluster time
     sim: Any = None  # lwsflow.sim.testing.EmbeddedCluster: the cluster, its API server and engines
+    router: Any = None  # lwsflow.sim.router.Router: the stand-in llm-d path over the cluster's pools
+    prometheus: Any = None  # lwsflow.components.prometheus.Prometheus following the serving pods
 
     def mark(self, label: str) -> None:
         """A labelled vertical line on the timeline picture at the cluster's current time."""
@@ -196,7 +201,8 @@ class LocalStack:
             self.timeline.mark(self.cluster.now(), label)
 
     def close(self) -> None:
-        _stop_all(self.sim.close, self.registry.stop)
+        _stop_all(*(s.stop for s in (self.prometheus,) if s is not None),
+                  *(r.close for r in (self.router,) if r is not None), self.sim.close, self.registry.stop)
 
 
 def _stop_all(*stops: Callable[[], object]) -> None:
@@ -213,9 +219,13 @@ def _fill_placeholder(key: str, secret: dict[str, Any]) -> None:
 
 
 def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
-                loaded: Catalog | None = None) -> LocalStack:
+                loaded: Catalog | None = None, engine_options: dict[str, Any] | None = None,
+                router: bool = False, prometheus: bool = False) -> LocalStack:
     """Start the embedded cluster (GPU pools, stand-in engines, HTTPS API on 127.0.0.1), a registry
-    and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``."""
+    and a seeded GitOps repository, all under ``workdir``; ``loaded`` as in ``init_gitops_repo``;
+    ``engine_options`` for every stand-in engine (an image's profile overrides them). ``router``: the
+    stand-in llm-d router over the cluster's InferencePools; ``prometheus``: a real Prometheus
+    scraping every second, with no targets until the caller has it ``follow`` some pods."""
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.components.images import LocalRegistry
@@ -225,7 +235,8 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     workdir.mkdir(parents=True, exist_ok=True)
     config = cluster_config_for(cat)
     # Realtime: start the virtual clock at wall time, so kubectl's client-side ages start sensible.
-    sim = EmbeddedCluster(workdir, config, speed=speed, engines=True, now0=time.time())
+    sim = EmbeddedCluster(workdir, config, speed=speed, engines=True, now0=time.time(),
+                          engine_options=engine_options)
     cluster = sim.cluster
     for env in cat.environments:
         ns = env.namespace or cat.namespace
@@ -240,16 +251,30 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
         cluster.store.mutate("secrets", ns, name, functools.partial(_fill_placeholder, key))
     registry = LocalRegistry()
     timeline = _record_timeline(cluster)
+    stack: LocalStack | None = None
     try:
         # the registry first: the cluster learns image behaviour from the labels the build wrote there
         registry.start()
         cluster.image_sources.append(image_source(registry.host))
         sim.start()
         repo = init_gitops_repo(workdir, catalog_path, loaded=cat)
+        stack = LocalStack(cluster, sim.api, sim.engines, registry, repo, sim.kubeconfig, speed, timeline,
+                           sim)
+        if router:
+            from lwsflow.sim.router import Router
+
+            stack.router = Router(cluster.store, seed=0)
+        if prometheus:
+            from lwsflow.components.prometheus import start_prometheus
+
+            stack.prometheus = start_prometheus(1.0, workdir / "prometheus")  # targets: prometheus.follow
     except BaseException:
-        _stop_all(sim.close, registry.stop)
+        if stack is not None:
+            stack.close()
+        else:
+            _stop_all(sim.close, registry.stop)
         raise
-    return LocalStack(cluster, sim.api, sim.engines, registry, repo, sim.kubeconfig, speed, timeline, sim)
+    return stack
 
 
 SAMPLE_EVERY_S = 15.0  # cluster seconds between timeline samples (only changes are kept)

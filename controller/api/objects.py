@@ -23,9 +23,12 @@ def is_ds(obj: dict[str, Any]) -> bool:
     return obj.get("apiVersion") == DS_API_VERSION and obj.get("kind") == DS_KIND
 
 
-def container_images(obj: dict[str, Any]) -> list[str]:
-    """Every container and init-container image in an object's pod templates, in document order."""
+def container_images(obj: dict[str, Any], init_containers: bool = True) -> list[str]:
+    """Every container and init-container image in an object's pod templates, in document order;
+    ``init_containers=False``: the serving containers' only (not a native sidecar's, such as llm-d's
+    routing sidecar)."""
     out: list[str] = []
+    keys = ("containers", "initContainers") if init_containers else ("containers",)
 
     def walk(node: Any, key: str = "") -> None:
         if isinstance(node, dict):
@@ -33,7 +36,7 @@ def container_images(obj: dict[str, Any]) -> list[str]:
                 walk(v, k)
         elif isinstance(node, list):
             for v in node:
-                if key in ("containers", "initContainers") and isinstance(v, dict) and "image" in v:
+                if key in keys and isinstance(v, dict) and "image" in v:
                     out.append(str(v["image"]))
                 else:
                     walk(v, key)

@@ -3,8 +3,8 @@
 * ``jsonschema`` (Draft 4 semantics, like OpenAPI v3.0) checks types, enums, bounds and patterns;
   ``x-kubernetes-int-or-string`` fields carry ``anyOf: [integer, string]`` and no ``type``.
 * ``int32`` / ``int64`` formats are range-checked (the Go types would overflow otherwise).
-* ``x-kubernetes-validations`` (CEL) rules are implemented by hand, keyed by their exact rule text;
-  a rule lwsflow does not know is reported rather than silently skipped.
+* ``x-kubernetes-validations`` (CEL) rules are evaluated by a real CEL interpreter (``cel``), at every
+  node of the object their schema node matches (list items included).
 * ``structural_walk`` finds what plain JSON Schema ignores: fields the schema does not know (the
   API server prunes them, or rejects them under ``fieldValidation=Strict``) and duplicate keys in
   ``x-kubernetes-list-type: map|set`` lists.
@@ -19,10 +19,10 @@ from typing import Any
 
 import jsonschema
 
-from lwsflow.controller.api.common import as_dict, field_path
+from lwsflow.controller.api import cel
+from lwsflow.controller.api.common import field_path
 from lwsflow.controller.api.crd import crd_info
 from lwsflow.controller.api.schema_fast import Check, compile_check
-from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import FieldError
 
 INT32 = (-(2**31), 2**31 - 1)
@@ -128,63 +128,19 @@ def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
     return sorted(set(out), key=lambda e: (e.path, e.message))
 
 
-# -- CEL (x-kubernetes-validations), by hand -------------------------------------------------------
-
-def _ds_replicas_all_zero_or_all_positive(spec: dict[str, Any]) -> bool:
-    raw = spec.get("roles")
-    roles = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
-    static = [r for r in roles if as_dict(r.get("scaling")).get("mode") != "External"]
-    reps = [as_dict(r.get("spec")).get("replicas") for r in static]
-    all_zero = all(x is None or x == 0 for x in reps)
-    all_pos = all(isinstance(x, int) and x > 0 for x in reps)
-    return all_zero or all_pos
-
-
-CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
-    # InferencePool spec.endpointPickerRef (kind defaults to Service)
-    "self.kind != 'Service' || has(self.port)":
-        lambda ref: ref.get("kind", "Service") != "Service" or "port" in ref,
-    "self.roles.filter(r, !has(r.scaling) || r.scaling.mode != 'External').all(r, !has(r.spec.replicas) "
-    "|| r.spec.replicas == 0) || self.roles.filter(r, !has(r.scaling) || r.scaling.mode != 'External')"
-    ".all(r, has(r.spec.replicas) && r.spec.replicas > 0)": _ds_replicas_all_zero_or_all_positive,
-}
-
-
-def _cel_sites(schema: dict[str, Any], parts: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Obj]]:
-    """(path, rule) for every x-kubernetes-validations rule reachable through plain properties."""
-    for rule in schema.get("x-kubernetes-validations") or []:
-        yield parts, rule
-    for key, prop in (schema.get("properties") or {}).items():
-        if key in CORE_TEMPLATE_FIELDS:
-            continue  # core types: no CEL inside, and walking them is the bulk of the schema
-        yield from _cel_sites(prop, (*parts, key))
-
+# -- CEL (x-kubernetes-validations) ---------------------------------------------------------------
 
 @cache
-def cel_sites(plural: str) -> tuple[tuple[tuple[str, ...], Obj], ...]:
-    return tuple(_cel_sites(crd_info(plural).schema))
-
-
-# HTTPRoute carries ~180 CEL rules (path/filter/header syntax); only its OpenAPI schema is checked
-CEL_NOT_EVALUATED: frozenset[str] = frozenset({"httproutes"})
+def _has_rules(plural: str) -> bool:
+    return cel.has_rules(crd_info(plural).schema, CORE_TEMPLATE_FIELDS)
 
 
 def cel_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
-    out: list[FieldError] = []
-    if plural in CEL_NOT_EVALUATED:
-        return out
-    for parts, rule in cel_sites(plural):
-        node: Any = obj
-        for p in parts:
-            node = node.get(p) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            continue
-        check = CEL_RULES.get(rule["rule"])
-        if check is None:
-            out.append(FieldError(field_path(parts), f"unsupported validation rule: {rule['rule']}"))
-        elif not check(node):
-            out.append(FieldError(field_path(parts), f"Invalid value: \"object\": {rule.get('message')}"))
-    return out
+    """The CRD's CEL rules the object breaks, as the API server words them (``controller/api/cel``)."""
+    if not _has_rules(plural):
+        return []
+    return [FieldError(v.path, v.message)
+            for v in cel.violations(obj, crd_info(plural).schema, skip=CORE_TEMPLATE_FIELDS)]
 
 
 # -- what JSON Schema cannot see: unknown fields and list-map keys ---------------------------------

@@ -30,10 +30,10 @@ def _words(container: Obj) -> list[str]:
     return out
 
 
-def _port_flag(words: list[str]) -> int | None:
+def _port_flag(words: list[str], flag: str = "--port") -> int | None:
     for i, w in enumerate(words):
-        value = words[i + 1] if w == "--port" and i + 1 < len(words) else (
-            w.partition("=")[2] if w.startswith("--port=") else None)
+        value = words[i + 1] if w == flag and i + 1 < len(words) else (
+            w.partition("=")[2] if w.startswith(flag + "=") else None)
         if value is not None and value.isdigit() and 0 < int(value) < 65536:
             return int(value)
     return None
@@ -68,4 +68,25 @@ def resolve_port(pod_spec: Obj, port: int | str | None) -> int | None:
         for p in c.get("ports") or []:
             if p.get("name") == port and isinstance(p.get("containerPort"), int):
                 return int(p["containerPort"])
+    return None
+
+
+ROUTING_SIDECAR_DEFAULTS = (8000, 8200)  # llm-d-routing-sidecar's --port and --vllm-port defaults
+
+
+def routing_sidecar_ports(pod_spec: Obj) -> tuple[int, int] | None:
+    """(listen port, engine port) of llm-d's routing sidecar in ``pod_spec``, or None without one.
+
+    The sidecar is the container (native sidecar or not) named ``routing-proxy``, or whose image is
+    ``llm-d-routing-sidecar``, or which takes ``--vllm-port``; its ``--port`` and ``--vllm-port`` flags
+    (defaults 8000 and 8200) say where it listens and where the engine it fronts serves.
+    """
+    for c in [*(pod_spec.get("initContainers") or []), *(pod_spec.get("containers") or [])]:
+        words = _words(c)
+        engine = _port_flag(words, "--vllm-port")
+        if engine is None and c.get("name") != "routing-proxy" and "llm-d-routing-sidecar" not in str(
+                c.get("image", "")):
+            continue
+        listen = _port_flag(words) or ROUTING_SIDECAR_DEFAULTS[0]
+        return listen, engine or ROUTING_SIDECAR_DEFAULTS[1]
     return None

@@ -51,14 +51,30 @@ def verdict(status: Obj, template_hash: str) -> str | None:
     return None
 
 
+def check_budget_s(policy: Obj) -> float:
+    """Wall seconds the policy's stage checks may take together (their ``timeoutSeconds``)."""
+    defaults = {"smoke": 300, "http": 10, "command": 300}
+    total = 0.0
+    for stage in (policy.get("spec") or {}).get("stages") or []:
+        for check in stage.get("checks") or []:
+            for kind, default in defaults.items():
+                if isinstance(check.get(kind), dict):
+                    total += float(check[kind].get("timeoutSeconds") or default)
+    return total
+
+
 def await_verdict(kube: Kube, clock: Clock, namespace: str, policy: str, template_hash: str, *,
-                  timeout_s: float, on_phase: Callable[[str], None] = lambda _p: None) -> Obj:
+                  timeout_s: float, on_phase: Callable[[str], None] = lambda _p: None,
+                  checks_wall_s: float = 0.0) -> Obj:
     """The policy's status once the controller decided on ``template_hash``; OperationFailed when
     ``timeout_s`` of cluster time passes first (a stopped controller, a rollout stuck past its
     deadlines). Time spent waiting for a person (``WaitingForPromotion``, ``Paused``) does not
     count: a human's pace is not the cluster's (the embedded cluster runs x600); the pipeline task's
-    own timeout bounds a gate nobody passes."""
+    own timeout bounds a gate nobody passes. Stage checks run in wall time (an analysis waits for
+    Prometheus's clock), so the wait also lasts at least ``checks_wall_s`` wall seconds
+    (``check_budget_s``): on a cluster faster than real time they would exhaust ``timeout_s``."""
     deadline = clock.now() + timeout_s
+    wall_floor = time.monotonic() + checks_wall_s
     last = ""
     held_since: float | None = None
     while True:
@@ -77,7 +93,7 @@ def await_verdict(kube: Kube, clock: Clock, namespace: str, policy: str, templat
             if held_since is not None:
                 deadline += now - held_since
                 held_since = None
-            if now > deadline:
+            if now > deadline and time.monotonic() > wall_floor:
                 raise OperationFailed(f"rolloutpolicy {namespace}/{policy}: no verdict on template "
                                       f"{template_hash} within {timeout_s:g}s (phase {phase or 'none'})")
         time.sleep(0)  # the follow budget ran out: look again

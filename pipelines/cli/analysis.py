@@ -3,6 +3,12 @@
 SPEC is a YAML file or a built-in template name (vllm, vllm-pd, sglang, sglang-pd). Each measurement
 prints one line as it is taken; the last line is the verdict. Exit 0 successful, 1 failed or
 inconclusive, 2 bad input.
+
+``--revision auto`` reads the revisions from the API, as the rollout hook does: the new one is the
+leader StatefulSet's template hash, the stable one the other hash among the serving leader pods; it
+waits until Prometheus has scraped those pods, and skips (exit 0) a comparing analysis when no stable
+pod serves any more. ``--lws`` and ``-n`` default to the ``LWSFLOW_NAME`` / ``LWSFLOW_NAMESPACE`` a
+rollout's command check sets, so a RolloutPolicy stage can run it as a ``command`` check.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ app.add_typer(analysis_app, name="analysis")
 @analysis_app.command("run")
 def run(
     spec: Annotated[str, typer.Argument(help="analysis spec file, or vllm / vllm-pd / sglang / sglang-pd")],
-    revision: Annotated[str, typer.Option(help="the new revision (LWS template-revision-hash)")],
-    lws: Annotated[str, typer.Option(help="the LeaderWorkerSet's name ({{lws}})")],
+    revision: Annotated[str, typer.Option(help="the new revision (LWS template-revision-hash), or auto: "
+                                                "read it and the stable one from the API")],
+    lws: Annotated[str, typer.Option(help="the LeaderWorkerSet's name ({{lws}})", envvar="LWSFLOW_NAME")],
     stable_revision: Annotated[str, typer.Option(help="the stable revision to compare with")] = "",
     prometheus: Annotated[str, typer.Option(help="Prometheus base URL")] = "",
-    namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
+    namespace: Annotated[str, typer.Option("--namespace", "-n", envvar="LWSFLOW_NAMESPACE")] = "default",
+    kubeconfig: Annotated[str | None, typer.Option(help="for --revision auto")] = None,
     role: Annotated[str, typer.Option(help="the role ({{role}}): aggregated, prefill, decode")] = (
         "aggregated"),
     window: Annotated[str, typer.Option(help="the {{window}} range, e.g. 30s (default: each interval)")] = "",
@@ -46,6 +54,11 @@ def run(
         raise InvalidInput("must not be empty", field="--revision")
     if window:
         args["window"] = promql_duration(parse_duration(window, "--window", bare_seconds=True))
+    if revision == "auto":
+        found = _revisions_from_api(doc, kubeconfig, namespace, lws, stable_revision, prometheus)
+        if found is None:
+            return 0
+        args["revision"], args["stable_revision"] = found
     try:
         check_inputs(doc, args)  # every input checked before the first measurement
     except InvalidInput as exc:
@@ -58,5 +71,37 @@ def run(
     if json_out:
         print(json.dumps(res.as_dict(), sort_keys=True))
     else:
-        print(f"analysis {res.phase}: " + ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items()))
+        verdict = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+        if revision == "auto" and res.measurements:  # a check's last line is all its caller reports
+            last = res.measurements[-1]
+            seen = (f"value={last.value:.4g} stable={last.baseline:.4g}"
+                    if last.value is not None and last.baseline is not None else last.detail or last.phase)
+            verdict += f" ({args['revision']} vs stable {args['stable_revision']}; last {last.metric} {seen})"
+        print(f"analysis {res.phase}: {verdict}")
     return 0 if res.phase == "successful" else 1
+
+
+def _revisions_from_api(doc: object, kubeconfig: str | None, namespace: str, lws: str, stable: str,
+                        prometheus: str) -> tuple[str, str] | None:
+    """(new, stable) from the API once Prometheus scrapes their pods; None: nothing to compare with."""
+    from lwsflow.components.analysis_hook import revisions
+    from lwsflow.components.prometheus import wait_for_targets
+    from lwsflow.controller.api import labels as L
+    from lwsflow.controller.errors import OperationFailed
+    from lwsflow.controller.kube.client import Kube
+
+    new, found, pods = revisions(Kube.connect(kubeconfig), namespace, lws)
+    stable = stable or found
+    if not new:
+        raise OperationFailed(f"{namespace}/{lws}: its leader StatefulSet has no template revision yet")
+    if not stable and any(m.compare for m in getattr(doc, "metrics", [])):
+        print(f"analysis skipped: no pod of {namespace}/{lws}'s stable revision serves any more to compare "
+              f"with ({new} everywhere)")
+        return None
+    serving = {(p["metadata"]["name"], rev) for p in pods
+               if (rev := (p["metadata"].get("labels") or {}).get(L.TEMPLATE_REVISION_HASH)) in (new, stable)
+               and (p["metadata"].get("labels") or {}).get(L.WORKER_INDEX) == "0"
+               and (p.get("status") or {}).get("phase") == "Running"}
+    if prometheus and not wait_for_targets(prometheus, serving):
+        raise OperationFailed(f"Prometheus did not scrape {sorted(serving)} in time")
+    return new, stable

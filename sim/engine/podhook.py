@@ -8,7 +8,9 @@ from the ``lwsflow.io/role`` label, else the DisaggregatedSet role label; model 
 ``lwsflow.io/served-model``), so
 ``lwsflow smoke`` against a simulated rollout makes real HTTP calls. Bad releases misbehave for real:
 an image tag containing ``bad`` runs with ``status500``, and the pod annotation
-``sim.lwsflow.io/engine-mode`` sets any failure modes (``faults`` spelling).
+``sim.lwsflow.io/engine-mode`` sets any failure modes (``faults`` spelling). A pod that declares llm-d's
+routing sidecar (``serving.routing_sidecar_ports``: a decode pod rendered with ``llmd``) also gets the
+stand-in sidecar (``sim/router/sidecar.py``) where the rendered one listens, fronting the engine.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import threading
 from collections.abc import Callable
 
 from lwsflow.controller.api import labels
-from lwsflow.controller.api.serving import serving_port
+from lwsflow.controller.api.serving import routing_sidecar_ports, serving_port
 from lwsflow.sim.config import ImageProfile, image_digest
 from lwsflow.sim.engine.server import EngineHandle, start_engine
+from lwsflow.sim.router.sidecar import RoutingSidecar
 
 ENGINE_MODE_ANNOTATION = "sim.lwsflow.io/engine-mode"
 SIDE_CHANNEL_PORT = 5600  # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
@@ -59,6 +62,7 @@ class EnginePodHook:
         # the pod UID each engine serves: a replaced pod keeps its name, and the new pod may start
         # running before the old one's stop is reported
         self._uids: dict[tuple[str, str], str] = {}
+        self.sidecars: dict[tuple[str, str], RoutingSidecar] = {}  # pods with a rendered routing sidecar
 
     def on_running(self, pod: dict) -> None:
         meta = pod.get("metadata", {})
@@ -76,6 +80,7 @@ class EnginePodHook:
                 if self._uids.get(key) == uid:
                     return
                 self.engines.pop(key).stop()  # the old pod of this name: its engine goes with it
+                self._stop_sidecar(key)
             try:
                 port = serving_port(pod.get("spec") or {}, ann)
                 handle = start_engine(
@@ -89,6 +94,17 @@ class EnginePodHook:
                 return
             self.engines[key] = handle
             self._uids[key] = uid
+            ports = routing_sidecar_ports(pod.get("spec") or {})
+            if ports is not None:
+                try:
+                    self.sidecars[key] = RoutingSidecar(ip, ports[1], port=ports[0])
+                except OSError as exc:  # the port is taken: the pod serves without its sidecar
+                    log.warning("routing sidecar for pod %s/%s did not start: %s", *key, exc)
+
+    def _stop_sidecar(self, key: tuple[str, str]) -> None:
+        sc = self.sidecars.pop(key, None)
+        if sc is not None:
+            sc.stop()
 
     def _profile_options(self, pod: dict) -> dict[str, object]:
         """Engine options from the behaviour profile of the pod's first image with a known digest."""
@@ -106,7 +122,8 @@ class EnginePodHook:
         (the kubelet then cannot tell, and does not fail its probes)."""
         with self._lock:
             handle = self.engines.get(_key(pod))
-        return None if handle is None else handle.port == port
+            sc = self.sidecars.get(_key(pod))
+        return None if handle is None else port in (handle.port, sc.port if sc else handle.port)
 
     def on_stopped(self, pod: dict) -> None:
         key = _key(pod)
@@ -116,6 +133,7 @@ class EnginePodHook:
                 return  # a stop reported late for the pod this name had before
             handle = self.engines.pop(key, None)
             self._uids.pop(key, None)
+            self._stop_sidecar(key)
         if handle is not None:
             handle.stop()
 
@@ -123,5 +141,8 @@ class EnginePodHook:
         """Stop every engine (cluster shutdown)."""
         with self._lock:
             handles, self.engines = list(self.engines.values()), {}
+            sidecars, self.sidecars = list(self.sidecars.values()), {}
         for h in handles:
             h.stop()
+        for sc in sidecars:
+            sc.stop()

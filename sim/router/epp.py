@@ -6,7 +6,8 @@
   ``lwsflow.io/role`` or the DisaggregatedSet role label; pods without a role serve both (aggregated).
 * Decode choice: llm-d's default scorers weigh queue depth and KV-cache use, both scraped from the
   engines' ``/metrics`` (``vllm:num_requests_waiting`` + ``vllm:num_requests_running``,
-  ``vllm:kv_cache_usage_perc``); the stand-in takes the least-loaded pod by (queue, KV use, name).
+  ``vllm:kv_cache_usage_perc``); the stand-in takes the least-loaded pod by (queue, KV use), ties
+  drawn at random as llm-d's max-score picker does (by name without a random source).
 * P/D decision: llm-d's ``prefix-based-pd-decider`` disaggregates when the estimated uncached prompt
   (characters / 4) is at least ``nonCachedTokens``; 0 turns P/D off. No prefix cache is modelled, so
   the whole prompt counts as uncached.
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lwsflow.controller.api.serving import routing_sidecar_ports
 from lwsflow.sim import kinds
 from lwsflow.sim.store import Store
 
@@ -42,6 +45,7 @@ class PoolEndpoint:
     ip: str
     port: int
     role: str  # prefill | decode | both
+    sidecar: bool = False  # the pod's own routing sidecar listens on ``port`` (rendered with ``llmd``)
 
     @property
     def host_port(self) -> str:
@@ -78,8 +82,10 @@ def pool_endpoints(store: Store, pool: dict[str, Any]) -> list[PoolEndpoint]:
         gone = p["metadata"].get("deletionTimestamp")
         if status.get("phase") != "Running" or not status.get("podIP") or gone:
             continue
-        out.append(PoolEndpoint(ns, p["metadata"]["name"], status["podIP"], int(ports[0]["number"]),
-                                _role(p["metadata"].get("labels") or {})))
+        port = int(ports[0]["number"])
+        own = routing_sidecar_ports(p.get("spec") or {})
+        out.append(PoolEndpoint(ns, p["metadata"]["name"], status["podIP"], port,
+                                _role(p["metadata"].get("labels") or {}), own is not None and own[0] == port))
     return out
 
 
@@ -108,11 +114,15 @@ def scrape_load(ep: PoolEndpoint, timeout_s: float = 2.0) -> Load | None:
         conn.close()
 
 
-def least_loaded(loads: dict[PoolEndpoint, Load]) -> PoolEndpoint | None:
-    """The endpoint with the shortest queue, then the lowest KV-cache use, then the first by name."""
+def least_loaded(loads: dict[PoolEndpoint, Load], rng: random.Random | None = None) -> PoolEndpoint | None:
+    """The endpoint with the shortest queue, then the lowest KV-cache use; among equals a random one
+    when ``rng`` is given (llm-d's max-score picker shuffles ties, so idle pods share the traffic),
+    else the first by name."""
     if not loads:
         return None
-    return min(loads, key=lambda ep: (loads[ep].queue, loads[ep].kv_usage, ep.pod))
+    best = min((loads[ep].queue, loads[ep].kv_usage) for ep in loads)
+    tied = sorted((ep for ep in loads if (loads[ep].queue, loads[ep].kv_usage) == best), key=lambda e: e.pod)
+    return rng.choice(tied) if rng is not None else tied[0]
 
 
 def estimated_tokens(body: dict[str, Any]) -> int:
@@ -138,17 +148,17 @@ class Decision:
 
 
 def decide(endpoints: list[PoolEndpoint], body: dict[str, Any], non_cached_tokens: int,
-           scrape: Any = scrape_load) -> Decision | None:
+           scrape: Any = scrape_load, rng: random.Random | None = None) -> Decision | None:
     """Pick a decode pod by load and, when the decider fires and a prefill pod answers, a prefill pod."""
     decoders = {ep: ld for ep in endpoints
                 if ep.role in ("decode", "both") and (ld := scrape(ep)) is not None}
-    decode = least_loaded(decoders)
+    decode = least_loaded(decoders, rng)
     if decode is None:
         return None
     prefill = None
     if should_disaggregate(body, non_cached_tokens):
         prefillers = {ep: ld for ep in endpoints if ep.role == "prefill" and (ld := scrape(ep)) is not None}
-        prefill = least_loaded(prefillers)
+        prefill = least_loaded(prefillers, rng)
     return Decision(decode, prefill, {**decoders})
 
 

@@ -55,7 +55,7 @@ class Router:
                  timeout_s: float = 60.0, on_route: Callable[[Route], None] | None = None,
                  seed: int | None = None) -> None:
         self.store = store
-        self._rng = random.Random(seed)  # HTTPRoute weight draws (seeded for reproducible splits)
+        self._rng = random.Random(seed)  # HTTPRoute weight draws and EPP ties (seeded: reproducible)
         self.non_cached_tokens = non_cached_tokens
         self.timeout_s = timeout_s
         self.on_route = on_route
@@ -149,14 +149,17 @@ class Router:
             return _error(404, f"no InferencePool serves model {model!r} "
                                "(or its HTTPRoute weights are all 0)")
         pool, members = found
-        decision = epp.decide(members, body, self.non_cached_tokens)
+        # ties between equally loaded pods are drawn from the seeded source the weights use
+        decision = epp.decide(members, body, self.non_cached_tokens, rng=self._rng)
         if decision is None:
             return _error(503, f"InferencePool {pool['metadata']['name']}: no decode endpoint answers")
-        sc = self.sidecar(decision.decode)
-        headers[wire.DESTINATION_ENDPOINT] = sc.host_port
+        # a pod rendered with llm-d's sidecar has it on the pool's targetPort (the engine pod hook runs
+        # it there); otherwise the router fronts the engine with a sidecar of its own on a free port
+        sc_port = decision.decode.port if decision.decode.sidecar else self.sidecar(decision.decode).port
+        headers[wire.DESTINATION_ENDPOINT] = f"{decision.decode.ip}:{sc_port}"
         if decision.prefill is not None:
             headers[wire.PREFILLER_HOST_PORT] = decision.prefill.host_port
-        rep = wire.call("POST", decision.decode.ip, sc.port, path, raw, headers, self.timeout_s)
+        rep = wire.call("POST", decision.decode.ip, sc_port, path, raw, headers, self.timeout_s)
         d = decision.decode
         served = f"decode={d.namespace}/{d.pod}"
         served += f"; prefill={decision.prefill.namespace}/{decision.prefill.pod}" if decision.prefill else ""

@@ -41,12 +41,13 @@ def prefill_body(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class RoutingSidecar:
-    """One sidecar: listens on the decode pod's IP (a free port) and fronts its engine."""
+    """One sidecar: listens on the decode pod's IP and fronts its engine; ``port`` 0 takes a free port
+    (the router's own sidecars), else where the pod's rendered sidecar listens (the engine pod hook)."""
 
-    def __init__(self, pod_ip: str, engine_port: int, timeout_s: float = 60.0) -> None:
+    def __init__(self, pod_ip: str, engine_port: int, timeout_s: float = 60.0, port: int = 0) -> None:
         self.engine = (pod_ip, engine_port)
         self.timeout_s = timeout_s
-        self._httpd = QuietThreadingHTTPServer((pod_ip, 0), _Handler)
+        self._httpd = QuietThreadingHTTPServer((pod_ip, port), _Handler)
         self._httpd.sidecar = self  # type: ignore[attr-defined]
         self.port: int = self._httpd.server_address[1]
         self.host_port = f"{pod_ip}:{self.port}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,44 +13,61 @@ from lwsflow.pipelines.cli import main
 pytestmark = pytest.mark.slow
 
 
-def test_demo_releases_then_catches_a_bad_release(tmp_path: Path, example_catalog: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["demo", "--out", str(tmp_path), "--models", "llama-70b", "--catalog", str(example_catalog)])
+def test_demo_releases_shows_the_llmd_path_then_analysis_catches_a_slower_release(
+        tmp_path: Path, example_catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issues 17 and 18: a P/D model's request goes proxy -> EPP -> the decode pod's routing sidecar ->
+    prefill -> KV -> decode with the pods named, and the smoke gateway checks pass through the router;
+    the bad release is ready but 40% slower at p95 TTFT: readiness passes, the analysis its policy runs
+    (real Prometheus, traffic through the router) fails stage 1 and the controller rolls back."""
+    code = main(["demo", "--out", str(tmp_path), "--models", "llama-70b-pd,qwen-7b",
+                 "--catalog", str(example_catalog)])
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "summary.json").read_text())
-    good = summary["models"][0]
-    assert good["ok"] and good["stages"] == "2/2" and good["smoke"].startswith("pass")
+    pd, good = summary["models"]
+    assert pd["ok"] and pd["smoke"].startswith("pass"), out
+    assert good["ok"] and good["stages"] == "2/2" and good["smoke"].startswith("pass"), out
     assert good["digest"].startswith("sha256:") and good["makespan_s"] > 0
+    # the llm-d request path, pods named, through the decode pod's own (rendered) sidecar
+    path = summary["request_path"]
+    assert path["checks"] == {k: True for k in path["checks"]}, path
+    assert any(k.startswith("smoke gateway-pd: ") for k in path["checks"]), path
+    assert re.fullmatch(r"llm-dev/llama-70b-pd-.+-decode-0", path["served_by"]["decode"]), path
+    assert re.fullmatch(r"llm-dev/llama-70b-pd-.+-prefill-0", path["served_by"]["prefill"]), path
+    assert path["headers"]["x-lwsflow-decode-endpoint"].endswith(":8000")  # the sidecar; vLLM on 8200
+    assert "proxy   → EPP of InferencePool llm-dev/llama-70b-pd" in out
+    assert "llm-d routing on for llama-70b-pd" in out
+    # the slower release: ready, caught by the analysis at stage 1, rolled back by the controller
     bad = summary["bad_release"]
+    assert bad["model"] == "qwen-7b"
     assert bad["checks"] == {k: True for k in bad["checks"]}, bad
+    assert bad["checks"]["readiness passed, analysis failed at stage 1"]
     assert bad["live_images"] == [good["image"]]
     plain_mode = (tmp_path / "summary.json").stat().st_mode & 0o777  # what an ordinary write gets
     for picture in ("timeline.png", "stages.png"):
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (tmp_path / picture).stat().st_mode & 0o777 == plain_mode, picture  # not mkstemp's 0600
     assert not list(tmp_path.glob(".*.tmp"))
-    assert "llama-70b" in out and "cluster on the old revision" in out
-    # the gate's verdict as one clean line; no exception class paths in the progress
-    assert "bad release: rolled back at stage 1: deadline (" in out
+    assert "cluster on the old revision" in out
+    assert ("bad release: rolled back at stage 1: hook failed: lwsflow: exit 1 analysis failed: "
+            "ttft-p95=failed") in " ".join(out.split())
     assert "lwsflow.controller.errors" not in out and "Traceback" not in out
     # the GitOps path (issue 16): the controller's RBAC, a policy with a manual gate before the last
-    # stage, two leader-elected replicas with the ServiceAccount's token; no step drove a rollout
-    assert "rolloutpolicy llm-dev/llama-70b → LeaderWorkerSet/llama-70b: stages 1 → ⏸ 100%" in out
+    # stage and the analysis check, two leader-elected replicas with the ServiceAccount's token
+    assert ("rolloutpolicy llm-dev/qwen-7b → LeaderWorkerSet/qwen-7b: stages 1 → ⏸ 100% (⏸ a manual gate: "
+            "kubectl lwsflow promote) + analysis after each stage") in " ".join(out.split())
     assert "system:serviceaccount:lwsflow-system:lwsflow-controller" in out
     reports = tmp_path / "reports"
     for release in ("release", "bad-release"):
-        roll = json.loads((reports / release / "llama-70b" / "rollout.json").read_text())
-        assert roll["mode"] == "controller" and roll["policy"] == "llama-70b", roll
+        roll = json.loads((reports / release / "qwen-7b" / "rollout.json").read_text())
+        assert roll["mode"] == "controller" and roll["policy"] == "qwen-7b", roll
     ctl = summary["controller"]
     assert ctl["leaders"] >= 1, ctl  # a replica took the Lease (the other stood by, or took over)
-    assert "$ kubectl lwsflow promote llama-70b -n llm-dev\n" in out
-    assert "\nllm-dev/llama-70b: stage 2 promoted (rollout " in out
-    assert [(p["policy"], p["stage"], p["rc"]) for p in ctl["promoted"]] == [("llm-dev/llama-70b", "2", "0")]
+    assert "$ kubectl lwsflow promote qwen-7b -n llm-dev\n" in out
+    assert [(p["policy"], p["stage"], p["rc"]) for p in ctl["promoted"]] == [("llm-dev/qwen-7b", "2", "0")]
     logs = "\n".join(ctl["log_lines"])
     assert "waits for promotion of stage 2" in logs and "succeeded" in logs, logs
-    assert "llm-dev/llama-70b: rolled back: stage 1 deadline (" in logs, logs
+    assert "llm-dev/qwen-7b: rolled back: stage 1 hook failed: lwsflow: exit 1 analysis failed" in logs, logs
     assert "403" not in logs
-    assert bad["checks"]["rolled back by the in-cluster controller"]
     assert code == 0
 
 

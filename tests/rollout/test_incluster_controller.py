@@ -310,3 +310,24 @@ def test_pipeline_wait_does_not_count_a_manual_gate(env: Env) -> None:
     assert data["result"] == "succeeded", data
     assert "WaitingForPromotion" in " ".join(phases)
     assert env.rec.partitions["h"] == [2, 1, 0, 2]
+
+
+def test_pipeline_wait_lasts_through_wall_time_checks(env: Env) -> None:
+    """A stage check runs in wall time (an analysis waits on Prometheus's clock); on a cluster faster
+    than real time it outlasts the step's cluster-time budget, so the wait also lasts the checks'
+    ``timeoutSeconds`` in wall seconds (the demo's analysis at x600 exposed it)."""
+    from lwsflow.components import controller_mode
+    from lwsflow.controller.policy import wait
+
+    checks = [{"command": {"command": ["sleep", "2"], "timeoutSeconds": 10}}]
+    env.create_ready(lws_manifest("c", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pc", "c", [{"groups": 1, "checks": checks},
+                                                         {"groups": "100%"}]))
+    assert wait.check_budget_s(wait.find_policy(env.kube, NS, "lws", "c")) == 10
+    with running(_controller(env)):
+        wait_policy(env, "pc", lambda s: bool(s.get("stableRevision")))
+        release = new_release(lws_manifest("c", replicas=2, partition=2))
+        # 2 wall seconds of check are far more than 1 s of cluster time at this cluster's speed
+        data = controller_mode.sync_and_wait(env.kube, env.clock(), [release],
+                                             wait.find_policy(env.kube, NS, "lws", "c"), 1, lambda _p: None)
+        assert data["result"] == "succeeded", data

@@ -78,3 +78,21 @@ def test_no_prefill_pod_means_decode_only(pods: Pods) -> None:
     members = epp.pool_endpoints(pods.store, pool(pods.port))
     d = epp.decide(members, {"prompt": LONG_PROMPT}, 16)
     assert (d.decode.pod, d.prefill) == ("d0", None)
+
+
+def test_equally_loaded_pods_share_the_traffic_by_a_seeded_draw(pods: Pods) -> None:
+    """llm-d's max-score picker picks at random among the best-scored pods; by name, idle pods would
+    never get a request while the first one answers quickly (and an analysis would see no data)."""
+    import random
+
+    for n in ("d0", "d1", "d2"):
+        pods.start(n, "decode")
+    members = epp.pool_endpoints(pods.store, pool(pods.port))
+    body = {"model": "m", "prompt": SHORT_PROMPT}
+    rng = random.Random(7)
+    picks = [epp.decide(members, body, 16, rng=rng).decode.pod for _ in range(60)]
+    assert all(10 <= picks.count(p) <= 30 for p in ("d0", "d1", "d2")), picks
+    rng = random.Random(7)
+    assert [epp.decide(members, body, 16, rng=rng).decode.pod for _ in range(60)] == picks  # reproducible
+    _set_load(pods, "d1", waiting=1)
+    assert "d1" not in {epp.decide(members, body, 16, rng=rng).decode.pod for _ in range(20)}  # load first
