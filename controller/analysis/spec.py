@@ -27,7 +27,7 @@ from pydantic import (
 from lwsflow.controller.analysis import expr
 from lwsflow.controller.errors import InvalidInput
 
-ARGS = ("revision", "stable_revision", "namespace", "lws", "role", "window")
+ARGS = ("revision", "stable_revision", "namespace", "lws", "stable_lws", "role", "window")
 _ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

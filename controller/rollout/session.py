@@ -151,12 +151,31 @@ def _refuse_other_manifest(live: Obj, doc: Obj | None) -> None:
                            "stages); resume or abort it first", field="manifest")
 
 
+STRATEGIES = ("partition", "blue-green")
+
+
+def check_strategy(strategy: str, target: Target) -> None:
+    """``partition`` (stages of groups in place) or ``blue-green`` (a second pair, traffic by weights)."""
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"{strategy!r} is not one of {', '.join(STRATEGIES)}", field="strategy")
+    if strategy == "blue-green" and target.kind != "pair":
+        raise InvalidInput(f"blue-green rolls a P/D pair (pair/NAME), not {target.kind}/", field="strategy")
+
+
 def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         manifest: str | Path | None = None, auto_budget: bool = False,
         on_step: Callable[[str], None] | None = None, log: Callable[[str], None] = lambda _m: None,
-        ) -> Outcome:
+        strategy: str = "partition", weights: list[int] | None = None) -> Outcome:
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
+    check_strategy(strategy, target)
     docs = load_manifests(manifest, target) if manifest else {}
+    if strategy == "blue-green":
+        from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
+        from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
+
+        return BlueGreenRollout(kube, target.namespace, target.name, opts, clock,
+                                weights=weights or parse_weights(DEFAULT_WEIGHTS), manifests=docs or None,
+                                on_step=on_step, log=log).run()
     if target.kind == "pair":
         live = find_pair(kube, target.namespace, target.name)
         check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
