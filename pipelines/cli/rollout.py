@@ -301,7 +301,9 @@ def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
     from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
-        rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{target.name}"], namespace=ctx.namespace,
+        # blue-green: the stage's new revision is the green pair (ctx.name), not the pair rolled from
+        name = ctx.name if ctx.compare else target.name
+        rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{name}"], namespace=ctx.namespace,
                                     kubeconfig=kubeconfig, revision_only=True))
         failed = ", ".join(f"{c.name}@{c.target}" for c in rep.failed())
         return HookResult(rep.passed, "smoke passed" if rep.passed else f"smoke failed: {failed}")
