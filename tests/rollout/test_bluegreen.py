@@ -268,7 +268,7 @@ def test_cli_refuses_blue_green_misuse(env: Env, capsys: pytest.CaptureFixture[s
         assert field in capsys.readouterr().err, args
 
 
-def test_sigkill_mid_shift_then_resume(env: Env) -> None:
+def test_sigkill_mid_shift_then_resume(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     """The controller is killed (SIGKILL) while checking the 50% stage; a rerun re-checks that stage
     and goes on; no weight is written twice (docs/rollout.md "Crash safety")."""
     env.deploy_blue()
@@ -283,6 +283,14 @@ def test_sigkill_mid_shift_then_resume(env: Env) -> None:
     st = P.BlueGreenState.from_route(env.kube.get(HTTP_ROUTE, NS, "chat"))
     assert (st.phase, st.stage, st.passed) == (P.SHIFTING, 1, 1)
     assert env.green_weights() == [None, 0, 10, 50]
+    kc = ["-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]
+    assert main(["rollout", "status", "pair/chat", *kc]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (row["strategy"], row["phase"], row["stage"], row["passed"], row["weights"]) == \
+        ("blue-green", P.SHIFTING, 2, 1, [10, 50, 100])
+    # a partition rollout of the blue pair is refused while the blue-green is in progress
+    assert main(["rollout", "run", "pair/chat", *kc, "--manifest", str(mf)]) == 2
+    assert "--strategy blue-green to resume it" in capsys.readouterr().err
     second = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env_vars)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "succeeded" in second.stdout and "stage-2-passed" in second.stdout
