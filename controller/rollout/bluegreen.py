@@ -100,6 +100,7 @@ class BlueGreenRollout:
         self.events = EventRecorder(kube, clock.now)
         self.report = RolloutReport(KIND, namespace, pair, stages_spec=",".join(map(str, weights)),
                                     targets=list(weights))
+        self.report.started = clock.now()
         self.route: Obj = {}
         # poll every 0.1 s of wall time at least, and no more often than every 2 cluster seconds
         self.poll_s = max(2.0, 0.1 / max(clock.wall(1.0), 1e-9))
@@ -127,6 +128,11 @@ class BlueGreenRollout:
 
     def _start(self, mhash: str) -> Outcome:
         blue = find_blue(self.kube, self.ns, self.pair)
+        for role, obj in blue.items():
+            st_lws = state.RolloutState.from_object(obj)
+            if st_lws.active:
+                raise InvalidInput(f"{obj['metadata']['name']} ({role}) has partition rollout {st_lws.id} in "
+                                   f"progress ({st_lws.phase}); resume or abort it first", field="strategy")
         pool, route = find_pool_and_route(self.kube, self.ns, blue)
         rev = P.revision_of(self.manifests)
         if (blue["decode"]["metadata"].get("labels") or {}).get(L.REVISION) == rev:
@@ -153,7 +159,6 @@ class BlueGreenRollout:
         self.route = route
         self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
         self.report.rollout_id = st.id
-        self.report.started = self.clock.now()
         self._event("BlueGreenStarted", f"blue-green {st.id}: green pair {green.pair} (pool {green.pool}) "
                     f"beside blue {self.pair} (pool {blue_side.pool}); weights {st.weights}")
         self._step("started")

@@ -231,6 +231,12 @@ def test_slower_green_is_caught_at_the_first_weight_stage_and_shifted_back(tmp_p
         assert rules[0]["backendRefs"] == [{**REF, "name": "chat", "weight": 100}]
         assert {o["metadata"]["name"] for o in env.kube.list(LWS, NS)[0]} == {"chat-decode", "chat-prefill"}
         assert {p["metadata"]["name"] for p in env.kube.list(INFERENCE_POOL, NS)[0]} == {"chat"}
+        # the same manifest again reports the recorded outcome and writes nothing (--retry starts over)
+        rv = env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"]
+        assert main(["rollout", "run", "pair/chat", "-n", NS, "--kubeconfig", str(env.sim.kubeconfig),
+                     "--manifest", str(env.manifest(SLOWER)), "--strategy", "blue-green",
+                     "--weights", "50,100"]) == 1
+        assert env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"] == rv
     finally:
         env.close()
 
