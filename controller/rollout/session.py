@@ -227,7 +227,7 @@ def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:
 
     try:
         route = route_of(kube, target.namespace, target.name)
-    except NotFound:  # the HTTPRoute kind is not served: no blue-green can have run
+    except (NotFound, Forbidden):  # no Gateway API served (no blue-green ran), or a role without it
         return None
     return BlueGreenState.from_route(route) if route is not None else None
 
