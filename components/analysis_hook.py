@@ -90,6 +90,8 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
     needs_stable = any(m.compare for m in spec.metrics)
 
     def analysis(ctx: HookContext) -> HookResult:
+        if ctx.compare:
+            return _blue_green(spec, kube, prometheus_url, prometheus, ctx)
         if ctx.kind not in (L.LWS_KIND, L.DS_KIND):
             return HookResult(False, f"analysis: {ctx.kind} targets are not supported")
         roles = targets(kube, ctx)
@@ -123,3 +125,32 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
         return HookResult(ok, "; ".join(details) or "analysis: no role to analyse", records)
     analysis.__name__ = "analysis"
     return analysis
+
+
+def _blue_green(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None, prometheus: Prometheus | None,
+                ctx: HookContext) -> HookResult:
+    """One weight stage of a blue-green: each role's green LWS against its blue LWS (both serve now)."""
+    if ctx.target_groups >= 100 and any(m.compare for m in spec.metrics):
+        return HookResult(True, "analysis skipped at green 100%: blue serves no traffic to compare with")
+    if prometheus is not None:
+        all_pods, _ = kube.list(POD, ctx.namespace)
+        groups = prometheus.sync_from_pods(all_pods)
+        lws = {n for pair in ctx.compare.values() for n in pair}
+        names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups if g["labels"]["lws"] in lws}
+        if not prometheus.wait_for_targets(names):
+            return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")
+    details: list[str] = []
+    records: list[dict[str, object]] = []
+    for role, (green, blue) in ctx.compare.items():
+        new = _label(kube.get(STATEFULSET, ctx.namespace, green), L.TEMPLATE_REVISION_HASH)
+        stable = _label(kube.get(STATEFULSET, ctx.namespace, blue), L.TEMPLATE_REVISION_HASH)
+        args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": green,
+                "stable_lws": blue, "role": role}
+        res = run_analysis(spec, args, provider_measure(prometheus_url))
+        summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+        details.append(f"{role} {res.phase} ({green} vs {blue}): {summary}")
+        records.extend({"role": role, **m.as_dict()} for m in res.measurements)
+        if res.phase != "successful":
+            return HookResult(False, f"analysis at green {ctx.target_groups}%: " + "; ".join(details),
+                              records)
+    return HookResult(True, f"analysis at green {ctx.target_groups}%: " + "; ".join(details), records)

@@ -40,7 +40,9 @@ def provider_measure(prometheus: str | None) -> Measure:
             value = prometheus_value(address, render(p.prometheus.query, args))
             baseline = None
             if metric.compare:
-                stable = dict(args, revision=args.get("stable_revision", ""))
+                # blue-green: the stable revision runs in another LWS (``stable_lws``)
+                stable = dict(args, revision=args.get("stable_revision", ""),
+                              lws=args.get("stable_lws") or args.get("lws", ""))
                 baseline = prometheus_value(address, render(p.prometheus.query, stable))
             return value, baseline
         if p.http:

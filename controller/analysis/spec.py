@@ -28,7 +28,7 @@ from lwsflow.controller.analysis import expr
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import InvalidInput
 
-ARGS = ("revision", "stable_revision", "namespace", "lws", "role", "window")
+ARGS = ("revision", "stable_revision", "namespace", "lws", "stable_lws", "role", "window")
 _ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # argument values end up inside PromQL label matchers and URLs: keep them to label-value-safe characters
 ARG_VALUE = re.compile(r"^[A-Za-z0-9._-]*$")

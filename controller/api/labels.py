@@ -52,6 +52,7 @@ LWSFLOW = "lwsflow.io"
 MODEL = f"{LWSFLOW}/model"  # catalog model name, on every rendered object and pod template
 ROLE = f"{LWSFLOW}/role"  # aggregated | prefill | decode
 PD_PAIR = f"{LWSFLOW}/pd-pair"  # on both LWS of a P/D pair rendered with pdMode: lws-pair
+REVISION = f"{LWSFLOW}/revision"  # blue-green: the revision suffix of a green pair's objects and pods
 NODE_POOL = f"{LWSFLOW}/node-pool"  # catalog node pool name (pods and simulated nodes)
 ENGINE = f"{LWSFLOW}/engine"  # vllm | sglang
 SERVING_PORT = f"{LWSFLOW}/serving-port"  # annotation on the pod template: the engine's HTTP port

@@ -124,6 +124,13 @@ class Controller:
             self._write_status(policy, {**old, "phase": "Failed", "message": f"{where}: {err['msg']}",
                                         "observedGeneration": meta.get("generation", 0)})
             return
+        if spec.strategy == "blue-green":  # GitOps syncs one pair in place; blue-green needs two
+            msg = (f"strategy blue-green is run by `lwsflow rollout pair/{spec.targetRef.name} --strategy "
+                   "blue-green --manifest FILE`; the in-cluster controller drives partition rollouts only")
+            if old.get("message") != msg:
+                self._write_status(policy, {**old, "phase": "Idle", "message": msg,
+                                            "observedGeneration": meta.get("generation", 0)})
+            return
         try:
             objs = self._targets(ns, spec)
         except (NotFound, InvalidInput) as exc:

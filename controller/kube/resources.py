@@ -34,6 +34,8 @@ EVENT = Resource("", "v1", "events")
 STATEFULSET = Resource("apps", "v1", "statefulsets")
 SECRET = Resource("", "v1", "secrets")
 LEASE = Resource("coordination.k8s.io", "v1", "leases")
+INFERENCE_POOL = Resource("inference.networking.k8s.io", "v1", "inferencepools")
+HTTP_ROUTE = Resource("gateway.networking.k8s.io", "v1", "httproutes")
 ROLLOUT_POLICY = Resource("lwsflow.io", "v1alpha1", "rolloutpolicies")
 
 BY_KIND = {"LeaderWorkerSet": LWS, "DisaggregatedSet": DS}

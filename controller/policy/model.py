@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from lwsflow.controller.api.duration import PATTERN, duration_seconds
 from lwsflow.controller.api.intstr import parse_percent
@@ -91,16 +91,19 @@ class Check(_Model):
 
 
 class Stage(_Model):
-    """One stage: how many groups run the new template once it passes, then bake and checks."""
+    """One stage: groups on the new template (or blue-green: green's traffic weight), then bake and checks."""
 
-    groups: int | str = Field(json_schema_extra={"x-kubernetes-int-or-string": True})
+    groups: int | str | None = Field(default=None, json_schema_extra={"x-kubernetes-int-or-string": True})
+    weight: int | None = Field(default=None, ge=1, le=100)
     bake: Duration = "0s"
     pause: PauseGate | None = None
     checks: list[Check] = Field(default_factory=list)
 
     @field_validator("groups")
     @classmethod
-    def _groups(cls, v: int | str) -> int | str:
+    def _groups(cls, v: int | str | None) -> int | str | None:
+        if v is None:
+            return v
         if isinstance(v, bool) or (isinstance(v, int) and v < 1):
             raise ValueError("groups is a positive integer or a percent like '25%'")
         if isinstance(v, str) and (parse_percent(v) is None or not 0 < (parse_percent(v) or 0) <= 100):
@@ -131,6 +134,9 @@ class Notifications(_Model):
 
 class RolloutPolicySpec(_Model):
     targetRef: TargetRef
+    # partition: stages of groups updated in place; blue-green: a second P/D pair in its own
+    # InferencePool, traffic moved by HTTPRoute weights (docs/rollout.md "Blue-green")
+    strategy: Literal["partition", "blue-green"] = "partition"
     stages: list[Stage] = Field(min_length=1)
     progressDeadline: Duration = "30m"
     onFailure: Literal["rollback", "hold"] = "rollback"
@@ -145,7 +151,17 @@ class RolloutPolicySpec(_Model):
 
     @field_validator("stages")
     @classmethod
-    def _last_stage_all(cls, v: list[Stage]) -> list[Stage]:
+    def _stages_fit_strategy(cls, v: list[Stage], info: ValidationInfo) -> list[Stage]:
+        if info.data.get("strategy") == "blue-green":
+            if any(s.weight is None or s.groups is not None for s in v):
+                raise ValueError("a blue-green stage sets weight (green's percent of the traffic), "
+                                 "not groups")
+            weights = [s.weight or 0 for s in v]
+            if weights != sorted(set(weights)) or weights[-1] != 100:
+                raise ValueError(f"blue-green weights must rise and end at 100 (got {weights})")
+            return v
+        if any(s.weight is not None or s.groups is None for s in v):
+            raise ValueError("a partition stage sets groups, not weight (weight is for strategy blue-green)")
         if v and v[-1].groups != "100%":
             raise ValueError(f"the last stage must be groups: 100% (got {v[-1].groups!r}): a rollout ends "
                              "with every group on the new template")
@@ -154,6 +170,8 @@ class RolloutPolicySpec(_Model):
     @model_validator(mode="after")
     def _stages_fit_target(self) -> RolloutPolicySpec:
         kind = self.targetRef.kind
+        if self.strategy == "blue-green" and kind != "LeaderWorkerSetPair":
+            raise ValueError("strategy blue-green rolls a LeaderWorkerSetPair (a second P/D pair beside it)")
         if kind == "DisaggregatedSet" and len(self.stages) != 1:
             # the DS controller rolls every role at once: it has no partition to stage with
             raise ValueError("a DisaggregatedSet target has exactly one stage (groups: 100%)")
@@ -163,8 +181,8 @@ class RolloutPolicySpec(_Model):
         return self
 
     def stages_text(self) -> str:
-        """The engine's stage list (``"1,25%,100%"``)."""
-        return ",".join(str(s.groups) for s in self.stages)
+        """The engine's stage list (``"1,25%,100%"``; blue-green: the weights ``"10,50,100"``)."""
+        return ",".join(str(s.weight if self.strategy == "blue-green" else s.groups) for s in self.stages)
 
 
 class Condition(_Model):

@@ -459,3 +459,49 @@ def all_at_once(plans: list[Plan]) -> list[Plan]:
     """``plans`` switched in one step each: surge a full copy (maxSurge = replicas), take nothing down
     first (maxUnavailable 0), so the new groups come up beside the old ones and replace them at once."""
     return [replace(p, budget=Budget(p.replicas, 0)) for p in plans]
+
+
+# -- blue-green: the new revision beside the old one -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BesideReport:
+    """Whether every group of the new objects fits on the GPUs the running pods leave free.
+
+    ``missing`` is GPUs per node pool (``pool X``, or the nodeSelector) that the groups which did not
+    fit still need, counted as whole groups (gang: a group is placed whole or not at all).
+    """
+
+    fits: bool
+    lines: list[str]
+    missing: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        text = "; ".join(self.lines)
+        if self.fits:
+            return f"both revisions fit: {text}"
+        short = ", ".join(f"{g} GPUs in {p}" for p, g in sorted(self.missing.items()))
+        return f"the new revision does not fit beside the old one: missing {short} ({text})"
+
+
+def check_beside(objs: list[Obj], nodes: list[Obj], pods: list[Obj]) -> BesideReport:
+    """Place every group of every object in ``objs`` (new LWS, not running yet) beside ``pods``."""
+    pool = _Pool(nodes, pods)
+    lines: list[str] = []
+    missing: dict[str, int] = {}
+    for obj in objs:
+        specs = group_pod_specs(obj)
+        per_group = sum(_gpu(s) for s in specs)
+        replicas = gate.replicas(obj)
+        free = sum(max(0, v) for v in pool.eligible(specs).values())
+        placed = 0
+        while placed < replicas and (per_group == 0 or pool.place(specs) is not None):
+            placed += 1
+        name = f"LeaderWorkerSet {obj['metadata']['name']} ({_pool_of(obj)})"
+        lines.append(f"{name}: {placed} of {replicas} group(s) x {per_group} GPUs placed in {free} free "
+                     "GPUs")
+        if placed < replicas:
+            where = _pool_of(obj)
+            missing[where] = missing.get(where, 0) + (replicas - placed) * per_group
+    return BesideReport(not missing, lines, missing)

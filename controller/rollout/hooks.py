@@ -27,6 +27,8 @@ class HookContext:
     stages: int
     target_groups: int
     obj: Obj = field(repr=False, default_factory=dict)
+    # blue-green: role -> (new LWS, stable LWS) to compare; target_groups is then green's weight (%)
+    compare: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

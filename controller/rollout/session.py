@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
@@ -24,6 +25,9 @@ from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
 from lwsflow.controller.rollout.pd_guard import guard_ds, guard_pair
 from lwsflow.controller.rollout.stages import resolve_stages
 from lwsflow.controller.yamlio import load_yaml_documents
+
+if TYPE_CHECKING:
+    from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 
 # used with fullmatch: a "$" would let "lws/x\n" through as lws/x
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -152,12 +156,36 @@ def _refuse_other_manifest(live: Obj, doc: Obj | None) -> None:
                            "stages); resume or abort it first", field="manifest")
 
 
+STRATEGIES = ("partition", "blue-green")
+
+
+def check_strategy(strategy: str, target: Target) -> None:
+    """``partition`` (stages of groups in place) or ``blue-green`` (a second pair, traffic by weights)."""
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"{strategy!r} is not one of {', '.join(STRATEGIES)}", field="strategy")
+    if strategy == "blue-green" and target.kind != "pair":
+        raise InvalidInput(f"blue-green rolls a P/D pair (pair/NAME), not {target.kind}/", field="strategy")
+
+
 def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         manifest: str | Path | None = None, auto_budget: bool = False,
         on_step: Callable[[str], None] | None = None, log: Callable[[str], None] = lambda _m: None,
-        ) -> Outcome:
+        strategy: str = "partition", weights: list[int] | None = None) -> Outcome:
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
+    check_strategy(strategy, target)
     docs = load_manifests(manifest, target) if manifest else {}
+    if target.kind == "pair" and strategy != "blue-green":
+        bg = blue_green_state(kube, target)
+        if bg is not None and bg.active:
+            raise InvalidInput(f"blue-green {bg.id} of pair {target.name} is in progress ({bg.phase}); "
+                               "run it again with --strategy blue-green to resume it", field="strategy")
+    if strategy == "blue-green":
+        from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
+        from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
+
+        return BlueGreenRollout(kube, target.namespace, target.name, opts, clock,
+                                weights=weights or parse_weights(DEFAULT_WEIGHTS), manifests=docs or None,
+                                on_step=on_step, log=log).run()
     if target.kind == "pair":
         live = find_pair(kube, target.namespace, target.name)
         check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
@@ -198,6 +226,19 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                 doc = checked
     return (ds_rollout if ds else Rollout)(kube, target.namespace, target.name, opts, clock,
                                            manifest=doc, on_step=on_step).run()
+
+
+def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:
+    """The blue-green state naming ``target`` as its blue pair, from its HTTPRoute (None: none, or no
+    Gateway API on the cluster)."""
+    from lwsflow.controller.rollout.bluegreen import route_of
+    from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
+
+    try:
+        route = route_of(kube, target.namespace, target.name)
+    except (NotFound, Forbidden):  # no Gateway API served (no blue-green ran), or a role without it
+        return None
+    return BlueGreenState.from_route(route) if route is not None else None
 
 
 def check_stages(stages: str, objs: list[Obj]) -> None:
@@ -255,6 +296,13 @@ def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> li
 def status(kube: Kube, target: Target) -> list[Obj]:
     """The persisted state and the live gate numbers of the target's objects."""
     rows = []
+    bg = blue_green_state(kube, target) if target.kind == "pair" else None
+    if bg is not None and bg.green is not None:
+        rows.append({"name": target.name, "strategy": "blue-green", "id": bg.id, "phase": bg.phase,
+                     "weights": bg.weights, "stage": bg.stage + 1, "passed": bg.passed,
+                     "green": bg.green.pair, "reason": bg.reason})
+        if not bg.active and bg.phase == "Succeeded":  # the blue pair is gone: nothing else to show
+            return rows
     for _res, obj in _objects(kube, target):
         st = state.RolloutState.from_object(obj)
         row = {"name": obj["metadata"]["name"], "id": st.id, "phase": st.phase or "none",

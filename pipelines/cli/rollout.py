@@ -4,6 +4,7 @@
         [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
         [--auto-budget] [--smoke] [--hook CMD] [--probe URL] [--analysis SPEC --prometheus URL|local]
         [--pd-probe [--on-incompatible refuse|all-at-once]]
+        [--strategy partition|blue-green] [--weights 10,50,100]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
     lwsflow rollout abort TARGET -n NS [--report FILE]
@@ -108,6 +109,11 @@ def run(
     on_incompatible: Annotated[str | None, typer.Option(
         "--on-incompatible", help="with --pd-probe, when the revisions cannot hand off: refuse (default) "
         "or all-at-once (each role in one step, capacity checked)")] = None,
+    strategy: Annotated[str, typer.Option(help="partition (stages of groups in place) or blue-green (a "
+                                           "second P/D pair, traffic moved by HTTPRoute weights)")]
+    = "partition",
+    weights: Annotated[str | None, typer.Option(help="blue-green: green's traffic percent per stage "
+                                                "[default: 10,50,100]")] = None,
 ) -> int:
     """Start a rollout (or continue the one in progress after a crash).
 
@@ -120,6 +126,7 @@ def run(
     from lwsflow.controller.rollout.stages import parse_stage_spec
 
     tgt = _target("run", target, namespace)
+    weight_list = _strategy(tgt, strategy, weights, stages, auto_budget, manifest)
     parse_stage_spec(stages)
     opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake", bare_seconds=True),
                           deadline_s=parse_duration(deadline, "deadline", bare_seconds=True),
@@ -136,7 +143,8 @@ def run(
 
         opts.pd_probe = make_probe(kube)
     if spec is None:
-        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
+                     strategy=strategy, weights=weight_list)
     from lwsflow.components.analysis_hook import analysis_hook
     from lwsflow.components.prometheus import start_prometheus
     from lwsflow.controller.kube.resources import POD
@@ -146,7 +154,8 @@ def run(
         if local is not None:
             local.follow(lambda: kube.list(POD, tgt.namespace)[0])
         opts.hooks.append(analysis_hook(spec, kube, local.url if local else prometheus, local))
-        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget)
+        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
+                     strategy=strategy, weights=weight_list)
     finally:
         if local is not None:
             local.stop()
@@ -170,6 +179,28 @@ def _pd_probe_options(opts: RolloutOptions, target: Target, manifest: str | None
     if probe and target.kind == "ds" and manifest is None:
         raise InvalidInput(DS_NEEDS_MANIFEST,
                            field="--pd-probe")
+
+
+def _strategy(tgt: Target, strategy: str, weights: str | None, stages: str, auto_budget: bool,
+              manifest: str | None) -> list[int] | None:
+    """Check ``--strategy`` and what goes with it; blue-green's weight stages, else None."""
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
+
+    session.check_strategy(strategy, tgt)
+    if strategy != "blue-green":
+        if weights is not None:
+            raise InvalidInput("only used with --strategy blue-green", field="--weights")
+        return None
+    if stages != "1,25%,50%,100%":
+        raise InvalidInput("blue-green moves traffic, not groups: use --weights", field="--stages")
+    if auto_budget:
+        raise InvalidInput("blue-green runs both pairs at full size: no budget to choose",
+                           field="--auto-budget")
+    if manifest is None:
+        raise InvalidInput("blue-green needs the new revision of both roles", field="--manifest")
+    return parse_weights(weights or DEFAULT_WEIGHTS)
 
 
 def _analysis_spec(path: str | None, prometheus: str | None) -> Any:
@@ -281,13 +312,14 @@ def _connect(kubeconfig: str | None) -> tuple[Kube, Any]:
 
 
 def _roll(kube: Kube, clock: Any, target: Target, opts: RolloutOptions, report: str | None, *,
-          manifest: str | None = None, auto_budget: bool = False) -> int:
+          manifest: str | None = None, auto_budget: bool = False, strategy: str = "partition",
+          weights: list[int] | None = None) -> int:
     from lwsflow.controller.rollout import session
 
     out = _Output()
     try:
         outcome = session.run(kube, clock, target, opts, manifest=manifest, auto_budget=auto_budget,
-                              on_step=out.step, log=out.line)
+                              on_step=out.step, log=out.line, strategy=strategy, weights=weights)
     finally:
         out.close()
     if report:
@@ -303,7 +335,9 @@ def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
     from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
-        rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{target.name}"], namespace=ctx.namespace,
+        # blue-green: the stage's new revision is the green pair (ctx.name), not the pair rolled from
+        name = ctx.name if ctx.compare else target.name
+        rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{name}"], namespace=ctx.namespace,
                                     kubeconfig=kubeconfig, revision_only=True))
         failed = ", ".join(f"{c.name}@{c.target}" for c in rep.failed())
         return HookResult(rep.passed, "smoke passed" if rep.passed else f"smoke failed: {failed}")
@@ -358,7 +392,8 @@ class _Output:
         """Called by the engine between steps (names like ``decode:stage-2-passed``)."""
         if self._status is not None:
             self._status.update(f"rollout: {name}")
-        if name.endswith(("-passed", "-partition", "started", "rollback-applied")):
+        if name.endswith(("-passed", "-partition", "started", "rollback-applied", "-ready", "-shifted",
+                          "-deleted")):
             self.line(f"  {name}")
 
     def close(self) -> None:

@@ -212,7 +212,8 @@ def test_kubectl_apply_k_rbac_overlay_and_sim_token(server: ApiServer, kubectl_a
     assert stat.S_IMODE(os.stat(sa_cfg).st_mode) == 0o600
     assert kubectl_as(sa_cfg, "auth", "can-i", "patch", "leaderworkersets.leaderworkerset.x-k8s.io",
                       "-n", "prod").stdout.strip() == "yes"
-    no = kubectl_as(sa_cfg, "auth", "can-i", "create", "leaderworkersets.leaderworkerset.x-k8s.io",
+    # create is granted on leaderworkersets (blue-green's green pair), never on disaggregatedsets
+    no = kubectl_as(sa_cfg, "auth", "can-i", "create", "disaggregatedsets.disaggregatedset.x-k8s.io",
                     "-n", "prod", check=False)
     assert (no.returncode, no.stdout.strip()) == (1, "no")
     denied = kubectl_as(sa_cfg, "get", "secrets", "-n", "default", check=False)

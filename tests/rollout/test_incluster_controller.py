@@ -331,3 +331,21 @@ def test_pipeline_wait_lasts_through_wall_time_checks(env: Env) -> None:
         data = controller_mode.sync_and_wait(env.kube, env.clock(), [release],
                                              wait.find_policy(env.kube, NS, "lws", "c"), 1, lambda _p: None)
         assert data["result"] == "succeeded", data
+
+
+def test_blue_green_policy_is_reported_not_driven(env: Env) -> None:
+    """The CRD accepts `strategy: blue-green`; the in-cluster controller (GitOps: one pair synced in
+    place) does not drive it and says which command does, writing nothing to the pair."""
+    from lwsflow.controller.api import labels as L
+
+    for role in ("decode", "prefill"):
+        env.create_ready(lws_manifest(f"c-{role}", replicas=1, labels={L.PD_PAIR: "c", L.ROLE: role}))
+    before = env.kube.get(LWS, NS, "c-decode")["metadata"]["resourceVersion"]
+    bg = policy("pbg", "c", [{"weight": 10}, {"weight": 100}], strategy="blue-green")
+    bg["spec"]["targetRef"]["kind"] = "LeaderWorkerSetPair"
+    env.kube.create(ROLLOUT_POLICY, NS, bg)
+    with running(_controller(env)):
+        p = wait_policy(env, "pbg", lambda s: "blue-green" in (s.get("message") or ""))
+    assert p["status"]["phase"] == "Idle"
+    assert "lwsflow rollout pair/c --strategy blue-green" in p["status"]["message"]
+    assert env.kube.get(LWS, NS, "c-decode")["metadata"]["resourceVersion"] == before

@@ -70,9 +70,42 @@ def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None
     f.write_text(dump_yaml(new_release(ds, **{"sim.lwsflow.io/load-seconds": "400"})))
     assert session.run(kube, clock, session.parse_target("ds/dis", NS),
                        RolloutOptions(stages="1,100%", deadline_s=3600), manifest=f).result == "succeeded"
+    _blue_green(env, kube, clock, tmp_path)
     api.stop()
     used = {(g, r, v) for g, r, v in api.verbs_used() if not r.startswith("/")}
     assert used == shipped(), f"used but not granted: {used - shipped()}; granted, unused: {shipped() - used}"
+
+
+def _bg_pair(image: str) -> list[dict]:
+    out = []
+    for role, replicas in (("decode", 1), ("prefill", 1)):
+        labels = {L.PD_PAIR: "bg", L.ROLE: role, L.MODEL: "bg"}
+        doc = lws_manifest(f"bg-{role}", replicas=replicas, size=1, image=image, labels=labels)
+        doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = dict(labels)
+        out.append(doc)
+    return out
+
+
+def _blue_green(env: Env, kube: Kube, clock: object, tmp_path: Path) -> None:
+    """A blue-green rolled back by a failing check, then one that succeeds (creates, weights, deletes)."""
+    from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL
+
+    for doc in _bg_pair("vllm:1"):
+        env.create_ready(doc)
+    ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "bg", "weight": 100}
+    env.kube.create(INFERENCE_POOL, NS, {"metadata": {"name": "bg", "namespace": NS}, "spec": {
+        "selector": {"matchLabels": {L.MODEL: "bg"}}, "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {"name": "epp", "port": {"number": 9002}}}})
+    env.kube.create(HTTP_ROUTE, NS, {"metadata": {"name": "bg", "namespace": NS},
+                                     "spec": {"rules": [{"backendRefs": [ref]}]}})
+    target = session.parse_target("pair/bg", NS)
+    for image, hooks, want in (("vllm:2", [lambda _ctx: False], "rolled-back"), ("vllm:3", [], "succeeded")):
+        f = tmp_path / f"bg-{image[-1]}.yaml"
+        f.write_text("---\n".join(dump_yaml(d) for d in _bg_pair(image)))
+        opts = RolloutOptions(deadline_s=600, hooks=list(hooks))
+        out = session.run(kube, clock, target, opts, manifest=f, strategy="blue-green",  # type: ignore[arg-type]
+                          weights=[50, 100])
+        assert out.result == want, out.message
 
 
 def test_kustomization_lists_every_file() -> None:

@@ -1,0 +1,371 @@
+"""Blue-green for a P/D pair, the executor: the I/O around :mod:`bluegreen_plan`.
+
+``lwsflow rollout pair/NAME --strategy blue-green --manifest FILE [--weights 10,50,100]``:
+
+1. find the blue pair, the InferencePool selecting its pods and the HTTPRoute sending traffic to it;
+   check that the green pair fits beside the blue one (GPUs per node pool, or refuse naming what is
+   missing); narrow the blue pool to the blue pods;
+2. one route write: the state (phase ``Starting``) and the green pool's backendRef at weight 0;
+3. create the green LWS pair and pool (a rerun finds them and goes on) and wait for both LWS's
+   readiness equality (every group updated and ready) within ``--deadline``;
+4. per weight stage: write the weights (blue ``100 - w``, green ``w``) together with the previous
+   stage's pass, bake ``--bake`` of cluster time with green staying ready, run the checks (analysis of
+   green against blue, smoke, hooks);
+5. the last pass drops the blue backendRef (phase ``Finishing``); then the blue LWS and pool are deleted.
+
+A failed stage (deadline, check) shifts every request back to blue and removes green's backendRef in
+one write (``RollingBack``), then deletes the green LWS and pool. Every write re-reads the route and
+carries its resourceVersion; a restarted controller asks the planner again and goes on from the
+persisted state (a stage's checks run again; a stage's weights are never written twice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.clock import Clock
+from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import EventRecorder
+from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
+from lwsflow.controller.rollout import bluegreen_plan as P
+from lwsflow.controller.rollout import capacity, gate, state
+from lwsflow.controller.rollout.engine import finish
+from lwsflow.controller.rollout.hooks import HookContext, run_hook
+from lwsflow.controller.rollout.options import RolloutOptions
+from lwsflow.controller.rollout.outcome import FAILED, ROLLED_BACK, SUCCEEDED, Outcome, StageFailed
+from lwsflow.controller.rollout.report import RolloutReport
+
+KIND = "LeaderWorkerSetPair"
+# cluster seconds between taking a pool's last traffic away and deleting its pods: requests the gateway
+# sent just before the route write finish first (a Pod's grace period does this on a real cluster too)
+DRAIN_S = 30.0
+
+
+def find_blue(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
+    """The blue pair's LWS per role (exactly one each, labelled ``lwsflow.io/pd-pair=<pair>``)."""
+    items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
+    out: dict[str, list[Obj]] = {}
+    for o in items:
+        out.setdefault((o["metadata"].get("labels") or {}).get(L.ROLE, ""), []).append(o)
+    if any(len(out.get(r, [])) != 1 for r in P.ROLES):
+        raise InvalidInput(f"pair {namespace}/{pair}: need one LWS labelled {L.ROLE}=prefill and one =decode "
+                           f"with {L.PD_PAIR}={pair}, found {sorted(o['metadata']['name'] for o in items)}",
+                           field="target")
+    return {r: out[r][0] for r in P.ROLES}
+
+
+def find_pool_and_route(kube: Kube, namespace: str, blue: dict[str, Obj]) -> tuple[Obj, Obj]:
+    """The one InferencePool selecting the blue leaders of both roles and the one HTTPRoute using it."""
+    pools = [p for p in kube.list(INFERENCE_POOL, namespace)[0]
+             if all(P.selects(p, P.pod_labels(o)) for o in blue.values())]
+    if len(pools) != 1:
+        raise InvalidInput(f"blue-green needs exactly one InferencePool in {namespace} selecting the leader "
+                           f"pods of {', '.join(o['metadata']['name'] for o in blue.values())}; found "
+                           f"{sorted(p['metadata']['name'] for p in pools) or 'none'}", field="target")
+    name = pools[0]["metadata"]["name"]
+    routes = [r for r in kube.list(HTTP_ROUTE, namespace)[0] if P.references(r, name)]
+    if len(routes) != 1:
+        raise InvalidInput(f"blue-green needs exactly one HTTPRoute in {namespace} with a backendRef to "
+                           f"InferencePool {name}; found "
+                           f"{sorted(r['metadata']['name'] for r in routes) or 'none'}",
+                           field="target")
+    return pools[0], routes[0]
+
+
+def route_of(kube: Kube, namespace: str, pair: str) -> Obj | None:
+    """The HTTPRoute whose blue-green state names ``pair`` as blue (the last one, done or not)."""
+    for r in kube.list(HTTP_ROUTE, namespace)[0]:
+        st = P.BlueGreenState.from_route(r)
+        if st.blue is not None and st.blue.pair == pair:
+            return r
+    return None
+
+
+class BlueGreenRollout:
+    """Drives one blue-green of a P/D pair from its persisted state (see the module docstring)."""
+
+    def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
+                 weights: list[int], manifests: dict[str, Obj] | None = None,
+                 on_step: Callable[[str], None] | None = None,
+                 log: Callable[[str], None] = lambda _m: None) -> None:
+        self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
+        self.weights, self.manifests = weights, manifests or {}
+        self.on_step, self.log = on_step, log
+        self.events = EventRecorder(kube, clock.now)
+        self.report = RolloutReport(KIND, namespace, pair, stages_spec=",".join(map(str, weights)),
+                                    targets=list(weights))
+        self.report.started = clock.now()
+        self.route: Obj = {}
+        # poll every 0.1 s of wall time at least, and no more often than every 2 cluster seconds
+        self.poll_s = max(2.0, 0.1 / max(clock.wall(1.0), 1e-9))
+
+    # -- entry ---------------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        route = route_of(self.kube, self.ns, self.pair)
+        st = P.BlueGreenState.from_route(route) if route is not None else P.BlueGreenState()
+        mhash = state.template_hash({r: state.template_of(m) for r, m in self.manifests.items()}) \
+            if self.manifests else ""
+        if route is not None and (st.active or st.manifest_hash == mhash or not mhash):
+            if mhash and st.manifest_hash != mhash:
+                raise InvalidInput(f"blue-green {st.id} of another manifest is in progress on pair "
+                                   f"{self.pair} "
+                                   f"({st.phase}); let it finish or roll back first", field="manifest")
+            if not st.active and self.opts.retry and st.phase != P.SUCCEEDED and mhash:
+                return self._start(mhash)
+            self.route = route
+            self.report.rollout_id = st.id
+            return self._drive(st)
+        if not self.manifests:
+            raise InvalidInput("a blue-green rollout needs --manifest (the new revision of both roles)",
+                               field="manifest")
+        return self._start(mhash)
+
+    def _start(self, mhash: str) -> Outcome:
+        blue = find_blue(self.kube, self.ns, self.pair)
+        for role, obj in blue.items():
+            st_lws = state.RolloutState.from_object(obj)
+            if st_lws.active:
+                raise InvalidInput(f"{obj['metadata']['name']} ({role}) has partition rollout {st_lws.id} in "
+                                   f"progress ({st_lws.phase}); resume or abort it first", field="strategy")
+        pool, route = find_pool_and_route(self.kube, self.ns, blue)
+        rev = P.revision_of(self.manifests)
+        if (blue["decode"]["metadata"].get("labels") or {}).get(L.REVISION) == rev:
+            raise InvalidInput(f"pair {self.pair} already runs revision {rev}", field="manifest")
+        green = P.green_side(P.base_name(self.pair, blue), rev)
+        match = P.narrowed_blue_selector(pool, self.pair, blue)  # refuses before anything is written
+        objs = [P.green_lws(self.manifests[r], green, r, rev, self.ns) for r in P.ROLES]
+        nodes, _ = self.kube.list(NODE)
+        pods, _ = self.kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        cap = capacity.check_beside([o for o in objs if not self._exists(LWS, o["metadata"]["name"])],
+                                    nodes, pods)
+        if not cap.fits:
+            raise InvalidInput(cap.message, field="strategy")
+        self.log(f"capacity blue-green: {cap.message}")
+        if match != ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels"):
+            self.kube.merge_patch(INFERENCE_POOL, self.ns, pool["metadata"]["name"],
+                                  {"spec": {"selector": {"matchLabels": match}}},
+                                  field_manager=L.FIELD_MANAGER)
+        blue_side = P.Side(self.pair, pool["metadata"]["name"],
+                           {r: o["metadata"]["name"] for r, o in blue.items()})
+        st = P.BlueGreenState(uuid.uuid4().hex[:12], P.STARTING, blue_side, green, list(self.weights),
+                              manifest_hash=mhash, stage_started=self.clock.now(), bake_s=self.opts.bake_s,
+                              deadline_s=self.opts.deadline_s)
+        self.route = route
+        self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
+        self.report.rollout_id = st.id
+        self._event("BlueGreenStarted", f"blue-green {st.id}: green pair {green.pair} (pool {green.pool}) "
+                    f"beside blue {self.pair} (pool {blue_side.pool}); weights {st.weights}")
+        self._step("started")
+        return self._drive(st)
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _drive(self, st: P.BlueGreenState) -> Outcome:
+        while True:
+            act = P.next_action(st)
+            try:
+                if act.kind == "report":
+                    return self._end(st)
+                if act.kind == "rollback":
+                    return self._rollback(st, st.reason)
+                if act.kind == "finish":
+                    return self._finish(st)
+                if act.kind == "await-green":
+                    self._await_green(st)
+                    self._shift(st, 0)
+                elif act.kind == "shift":
+                    self._shift(st, act.stage)
+                else:
+                    self._check(st, act.stage)
+            except StageFailed as exc:
+                return self._rollback(st, str(exc))
+            except Conflict:  # someone wrote the route: re-read and re-plan
+                self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+                st = P.BlueGreenState.from_route(self.route)
+
+    def _await_green(self, st: P.BlueGreenState) -> None:
+        assert st.green is not None and st.blue is not None
+        self._ensure_green(st)
+        until = st.stage_started + st.deadline_s
+        while True:
+            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
+            if all(c.passed for c in checks.values()):
+                self._step("green-ready")
+                self.log(f"  green {st.green.pair} ready: " + "; ".join(
+                    f"{r} {c.detail}" for r, c in checks.items()))
+                return
+            if self.clock.now() >= until:
+                raise StageFailed(f"green {st.green.pair} not ready within the deadline "
+                                  f"({st.deadline_s:g}s): "
+                                  + "; ".join(f"{r} failing {','.join(c.failing())} ({c.detail})"
+                                              for r, c in checks.items() if not c.passed))
+            self.clock.sleep(self.poll_s)
+
+    def _ensure_green(self, st: P.BlueGreenState) -> None:
+        """Create the green LWS pair and pool; ones a crashed run already created are adopted."""
+        assert st.green is not None and st.blue is not None
+        rev = st.green.pair.rsplit("-", 1)[-1]
+        if not self.manifests:
+            if all(self._exists(LWS, n) for n in st.green.lws.values()) and self._exists(
+                    INFERENCE_POOL, st.green.pool):
+                return
+            raise InvalidInput(f"blue-green {st.id} was interrupted before its green objects existed; run it "
+                               "again with the same --manifest", field="manifest")
+        pool = self._get(INFERENCE_POOL, st.blue.pool)
+        for obj, res in [*((P.green_lws(self.manifests[r], st.green, r, rev, self.ns), LWS) for r in P.ROLES),
+                         (P.green_pool(pool, st.green, rev, self.ns), INFERENCE_POOL)]:
+            try:
+                self.kube.create(res, self.ns, obj)
+            except AlreadyExists:
+                live = self._get(res, obj["metadata"]["name"])
+                if (live["metadata"].get("labels") or {}).get(L.REVISION) != rev:
+                    raise InvalidInput(f"{obj['kind']} {obj['metadata']['name']} exists and is not revision "
+                                       f"{rev}'s; delete it or pick another manifest",
+                                       field="manifest") from None
+
+    def _shift(self, st: P.BlueGreenState, k: int) -> None:
+        """Write stage ``k``'s weights (and, in the same write, that stage ``k - 1`` passed)."""
+        assert st.green is not None and st.blue is not None
+        route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+        self.route = route
+        w = st.weights[k]
+        nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.SHIFTING, "stage": k, "passed": k,
+                                  "stage_started": self.clock.now()})
+        self._write(nxt, P.rules_with(route, st.blue.pool, st.green.pool, w))
+        st.__dict__.update(nxt.__dict__)
+        rec = self.report.stage(k + 1, w, 0)
+        rec.started = self.clock.now()
+        self._event("WeightsShifted", f"stage {k + 1}/{len(st.weights)}: blue {st.blue.pool} {100 - w}, "
+                    f"green {st.green.pool} {w}")
+        self.log(f"  stage-{k + 1}: weights {st.blue.pool}={100 - w} {st.green.pool}={w}")
+        self._step(f"stage-{k + 1}-shifted")
+
+    def _check(self, st: P.BlueGreenState, k: int) -> None:
+        """Bake (green stays ready), then the checks; the pass is written with the next stage."""
+        assert st.green is not None and st.blue is not None
+        rec = self.report.stage(k + 1, st.weights[k], 0)
+        rec.resumed = rec.started is None
+        if rec.started is None:
+            rec.started = self.clock.now()
+        deadline = st.stage_started + st.bake_s + st.deadline_s
+        while True:
+            now = self.clock.now()
+            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
+            ready = all(c.passed for c in checks.values())
+            rec.gate = {f"{r}:{n}": v for r, c in checks.items() for n, v in c.checks.items()}
+            if ready and now >= st.stage_started + st.bake_s:
+                break
+            if now >= deadline:
+                raise StageFailed(f"stage {k + 1}: green not ready at the deadline: " + "; ".join(
+                    f"{r} failing {','.join(c.failing())}" for r, c in checks.items() if not c.passed))
+            self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + st.bake_s - now)) or self.poll_s)
+        rec.gate_passed = self.clock.now()
+        ctx = HookContext(KIND, self.ns, st.green.pair, k + 1, len(st.weights), st.weights[k],
+                          self._get(LWS, st.green.lws["decode"]),
+                          compare={r: (st.green.lws[r], st.blue.lws[r]) for r in P.ROLES})
+        for hook in self.opts.hooks:
+            res = run_hook(hook, ctx)
+            rec.hooks.append(res.detail)
+            rec.analysis.extend(res.records)
+            if not res.ok:
+                rec.result, rec.ended = "failed", self.clock.now()
+                raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): {res.detail}")
+        rec.result, rec.ended = "passed", self.clock.now()
+        self._step(f"stage-{k + 1}-passed")
+        if k + 1 < len(st.weights):
+            self._shift(st, k + 1)
+        else:
+            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            self.route = route
+            nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.FINISHING, "passed": k + 1})
+            self._write(nxt, P.rules_with(route, st.blue.pool, st.green.pool, 100, drop_blue=True))
+            st.__dict__.update(nxt.__dict__)
+
+    # -- ends ----------------------------------------------------------------------------------------
+    def _finish(self, st: P.BlueGreenState) -> Outcome:
+        assert st.green is not None and st.blue is not None
+        self.clock.sleep(DRAIN_S)
+        for name in st.blue.lws.values():
+            self._delete(LWS, name)
+        self._delete(INFERENCE_POOL, st.blue.pool)
+        self._step("blue-deleted")
+        self._write_phase(st, P.SUCCEEDED, "")
+        self._event("BlueGreenSucceeded", f"blue-green {st.id}: every request on green {st.green.pair}; blue "
+                    f"{st.blue.pair} and pool {st.blue.pool} deleted")
+        return self._end(st)
+
+    def _rollback(self, st: P.BlueGreenState, reason: str) -> Outcome:
+        assert st.green is not None and st.blue is not None
+        if st.phase != P.ROLLING_BACK:
+            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            self.route = route
+            nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.ROLLING_BACK, "reason": reason})
+            self._write(nxt, P.rules_with(route, st.blue.pool, st.green.pool, None))
+            st.__dict__.update(nxt.__dict__)
+            self.report.rollbacks.append({"reason": reason, "started": self.clock.now()})
+            self._event("BlueGreenRollback", f"blue-green {st.id}: {reason}; every request back on blue "
+                        f"{st.blue.pool}", warning=True)
+            self._step("rollback-applied")
+        if self.opts.no_rollback:
+            self._write_phase(st, P.FAILED, f"{reason} (green kept for inspection: --no-rollback)")
+            return self._end(st)
+        self.clock.sleep(DRAIN_S)
+        for role in reversed(P.ROLES):
+            self._delete(LWS, st.green.lws[role])
+        self._delete(INFERENCE_POOL, st.green.pool)
+        self._step("green-deleted")
+        self._write_phase(st, P.ROLLED_BACK, reason)
+        return self._end(st)
+
+    def _end(self, st: P.BlueGreenState) -> Outcome:
+        assert st.green is not None
+        result = {P.SUCCEEDED: SUCCEEDED, P.ROLLED_BACK: ROLLED_BACK}.get(st.phase, FAILED)
+        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on pair/{st.green.pair}",
+               ROLLED_BACK: f"blue-green {st.id} rolled back: {st.reason}"}.get(
+                   result, f"blue-green {st.id} failed: {st.reason}")
+        return finish(Outcome(result, msg, self.report), self.clock, self.kube, self.events)
+
+    # -- I/O helpers ---------------------------------------------------------------------------------
+    def _write(self, st: P.BlueGreenState, rules: list[Obj] | None) -> None:
+        self.route = self.kube.merge_patch(HTTP_ROUTE, self.ns, self.route["metadata"]["name"],
+                                           P.route_patch(self.route, st, rules),
+                                           field_manager=L.FIELD_MANAGER)
+
+    def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str) -> None:
+        for _ in range(8):
+            self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            nxt = P.BlueGreenState(**{**st.__dict__, "phase": phase, "reason": reason})
+            try:
+                self._write(nxt, None)
+            except Conflict:
+                time.sleep(0.05)
+                continue
+            st.__dict__.update(nxt.__dict__)
+            return
+        raise OperationFailed(f"HTTPRoute {self.route['metadata']['name']} kept changing under the rollout")
+
+    def _get(self, res: Resource, name: str) -> Obj:
+        return self.kube.get(res, self.ns, name)
+
+    def _exists(self, res: Resource, name: str) -> bool:
+        try:
+            self._get(res, name)
+        except NotFound:
+            return False
+        return True
+
+    def _delete(self, res: Resource, name: str) -> None:
+        with contextlib.suppress(NotFound):  # a rerun after a crash finds it gone
+            self.kube.delete(res, self.ns, name)
+
+    def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
+        self.events.emit(self.route, reason, message, warning=warning)
+
+    def _step(self, name: str) -> None:
+        if self.on_step is not None:
+            self.on_step(name)
