@@ -256,16 +256,32 @@ def _label(obj: dict[str, Any], key: str, default: str = "") -> str:
     return v if isinstance(v, str) else default
 
 
+def _zero(v: Any) -> bool:
+    return v is None or v == {} or v == [] or v == "" or v is False or (isinstance(v, int) and v == 0)
+
+
+def _pruned(v: Any) -> Any:
+    """``v`` with zero values left out at every level: the DS controller copies a role's template
+    through Go structs, which write empty ones the DS never held (``resources: {}`` on a container)."""
+    if isinstance(v, dict):
+        out = {k: _pruned(x) for k, x in v.items()}
+        return {k: x for k, x in out.items() if not _zero(x)}
+    if isinstance(v, list):
+        return [_pruned(x) for x in v]
+    return v
+
+
 def _template_key(lwt: Any) -> Any:
     """A role's ``leaderWorkerTemplate`` as its child LWS carries it: the DS controller adds its own
-    labels to the pod templates (lws-semantics §f "Child LWS"), so pod template labels are left out."""
+    labels to the pod templates (lws-semantics §f "Child LWS"), so pod template labels are left out,
+    and so are zero values (:func:`_pruned`)."""
     out = dict(_d(lwt))
     for key in ("leaderTemplate", "workerTemplate"):
         if key in out:
             tmpl = dict(_d(out[key]))
             tmpl["metadata"] = {k: v for k, v in _d(tmpl.get("metadata")).items() if k != "labels"}
             out[key] = tmpl
-    return out
+    return _pruned(out)
 
 
 def _ds_current_revision(obj: dict[str, Any], children: list[dict[str, Any]]) -> str | None:

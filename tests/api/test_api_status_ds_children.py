@@ -105,3 +105,19 @@ def test_slices_need_one_child_each() -> None:
     checks = ds_children_checks(ds, kids)
     assert not checks["role:prefill"]
     assert "role prefill slice 1: no child LWS on revision bbb" in explain_ds_children(ds, kids)
+
+
+def test_go_zero_values_in_the_child_template_still_match() -> None:
+    """Upstream v0.9.0 copies the role template through Go structs: the child carries ``resources: {}``
+    on each container and an empty template metadata the DS spec does not have (seen on the
+    reference cluster)."""
+    kids = _rolled("v2", "bbb")
+    for c in kids:
+        tmpl = c["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        tmpl["spec"]["containers"][0]["resources"] = {}
+        tmpl["metadata"]["annotations"] = {}
+    assert all(ds_children_checks(_ds("v2", ROLES), kids).values())
+    for c in kids:  # a real difference is still one
+        c["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"] = {
+            "limits": {"cpu": "1"}}
+    assert not ds_children_checks(_ds("v2", ROLES), kids)["currentRevision"]
