@@ -29,8 +29,8 @@ from lwsflow.controller.yamlio import dump_yaml
 
 TARGET = {"prefill": 2, "decode": 1}
 SURGE, UNAVAILABLE = 1, 0  # the DS planner's defaults for a role without rollingUpdateConfiguration
-# reference: wall time (kwok pods are Ready within seconds; the replacement takes ~10-30 s on a loaded
-# 2-core machine); embedded: cluster time
+# reference: wall time (the replacement and the gate took 6 s on a loaded 2-core machine); embedded:
+# cluster time
 DEADLINE = {"reference": "180s", "embedded": "30m"}
 
 
