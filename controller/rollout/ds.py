@@ -58,8 +58,8 @@ class DsKind:
             return None
         meta = wire.metadata(obj)
         items, _ = self.kube.list(LWS, self.ns, label_selector=f"{L.DS_NAME}={meta.get('name', '')}")
-        return [o for o in items if any(ref.get("uid") == meta.get("uid")
-                                        for ref in wire.metadata(o).get("ownerReferences") or [])]
+        return [o for o in items if any(isinstance(ref, dict) and ref.get("uid") == meta.get("uid")
+                                        for ref in _refs(wire.metadata(o).get("ownerReferences")))]
 
     def poll_s(self, obj: Obj) -> float | None:
         return None if apistatus.ds_status_written(obj) else POLL_S
@@ -99,6 +99,10 @@ def ds_rollout(kube: Kube, namespace: str, name: str, opts: RolloutOptions, cloc
                **kw: Any) -> Rollout:
     """The rollout executor with the DisaggregatedSet strategy."""
     return Rollout(kube, namespace, name, opts, clock, strategy=DsKind(kube, namespace), **kw)
+
+
+def _refs(v: object) -> list[object]:
+    return v if isinstance(v, list) else []
 
 
 def refuse_pause() -> None:
