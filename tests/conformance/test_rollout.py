@@ -1,6 +1,7 @@
 """Check 4: the rollout controller's staged rollout to the equality on the reference cluster, with only
 its shipped ServiceAccount and RBAC (overlays/rbac), compared with the same rollout on the embedded
-cluster, driven there with the same ServiceAccount's token (docs/rollout.md; the gate is lws-semantics §c: updated == ready == replicas).
+cluster, driven there with the same ServiceAccount's token (docs/rollout.md; the gate is lws-semantics
+§c: updated == ready == replicas).
 """
 
 from __future__ import annotations
