@@ -149,6 +149,9 @@ class ClusterConfig(_Model):
     # a time, waiting for it to be Ready, whatever its maxUnavailable. True models a cluster that
     # turned it on: up to maxUnavailable pods replaced at once.
     max_unavailable_statefulset: bool = False
+    # False: the DS controller writes no DisaggregatedSet status, as upstream's released v0.9.0 and
+    # v0.10.0 (the status is main-only, lws-semantics §f "Status"); scalers keep theirs
+    ds_writes_status: bool = True
     # Pods get addresses in 127.<pod_network>.0.0/16 (all of 127/8 is loopback), so stand-in engines
     # really listen on pod IPs. None picks a random network per cluster: two clusters in parallel test
     # processes then never hand out the same address.

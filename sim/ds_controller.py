@@ -384,5 +384,5 @@ class DsController:
             "roleStatuses": role_statuses,
             "conditions": [conds["Available"], conds["Progressing"]],
         }
-        if status != old:
+        if status != old and self.c.config.ds_writes_status:
             store.replace(DS, {**ds, "status": status}, subresource="status", check_version=False)

@@ -7,9 +7,11 @@
 -- External-scaled roles take their target from a DisaggregatedSetRoleScaler, which this object does
 -- not show: they are judged by the DS Available condition alone (which upstream sets only when
 -- every role, External ones included, is at its target).
--- LWS v0.10.0 never writes DS status (observedGeneration, roleStatuses and conditions arrived on main
--- after v0.10.0, PRs #933 / #980): against v0.10 this check therefore stays Progressing with a
--- message saying so; read the child LeaderWorkerSets (their own health check) there.
+-- LWS v0.9.0 and v0.10.0 never write DS status (observedGeneration, roleStatuses and conditions arrived
+-- on main after v0.10.0, PRs #933 / #980): against them this check stays Progressing with a message
+-- saying so. This differs on purpose from lwsflow's rollout gate, which then reads the child
+-- LeaderWorkerSets (status.ds_children_checks): an Argo CD health check sees only this object, so it
+-- cannot; the child LeaderWorkerSets carry their own health check (leaderworkerset.lua) there.
 -- No string or math library is used (Argo CD's default Lua VM does not open them).
 local hs = {}
 

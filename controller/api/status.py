@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from lwsflow.controller.api.common import as_dict as _d
-from lwsflow.controller.api.labels import COND_AVAILABLE, COND_UPDATE_IN_PROGRESS
+from lwsflow.controller.api.labels import (
+    COND_AVAILABLE,
+    COND_UPDATE_IN_PROGRESS,
+    DS_REVISION,
+    DS_ROLE,
+    DS_SLICE,
+)
 from lwsflow.controller.api.wire import ConditionView, conditions
 
 
@@ -166,16 +172,21 @@ def _role_counts(st: dict[str, Any]) -> tuple[int, int, int]:
 def _ds_desired(obj: dict[str, Any], external_replicas: dict[str, int] | None) -> dict[str, int | None]:
     """Per spec role, the groups it should have: spec.replicas (default 1), or for an External role
     its scaler's replicas from ``external_replicas`` (None when not given), times ``slices``."""
-    spec = _d(obj.get("spec"))
-    slices = _n(spec.get("slices"), 1)
+    slices = _n(_d(obj.get("spec")).get("slices"), 1)
+    return {name: None if d is None else d * slices
+            for name, d in _ds_desired_per_slice(obj, external_replicas).items()}
+
+
+def _ds_desired_per_slice(obj: dict[str, Any],
+                          external_replicas: dict[str, int] | None) -> dict[str, int | None]:
+    """Per spec role, the groups one slice should have (see :func:`_ds_desired`)."""
     out: dict[str, int | None] = {}
-    for role in _list(spec.get("roles")):
+    for role in _list(_d(obj.get("spec")).get("roles")):
         name = role["name"]
         if _d(role.get("scaling")).get("mode") == "External":
-            desired = (external_replicas or {}).get(name)
+            out[name] = (external_replicas or {}).get(name)
         else:
-            desired = _spec_replicas(_d(role.get("spec")))
-        out[name] = None if desired is None else desired * slices
+            out[name] = _spec_replicas(_d(role.get("spec")))
     return out
 
 
@@ -225,4 +236,132 @@ def explain_ds(obj: dict[str, Any], external_replicas: dict[str, int] | None = N
                         f"replicas/ready/updated {'/'.join(map(str, _role_counts(st)))} (want {want})"))
     if not condition_true(obj, COND_AVAILABLE, current=True):
         problems.append("Available not True for this generation")
+    return "; ".join(problems) if problems else "done"
+
+
+# -- a DS whose controller writes no status (upstream v0.9.0 / v0.10.0): read its child LWS ----------
+
+
+def ds_status_written(obj: dict[str, Any]) -> bool:
+    """Whether the DS carries a controller-written status (``status.observedGeneration``).
+
+    Upstream writes the DS status only on main after v0.10.0 (lws-semantics §f "Status"); released
+    controllers write none, so the verdict must come from the child LWS (:func:`ds_children_checks`).
+    """
+    return isinstance(_d(obj.get("status")).get("observedGeneration"), int)
+
+
+def _label(obj: dict[str, Any], key: str, default: str = "") -> str:
+    v = _d(_d(obj.get("metadata")).get("labels")).get(key)
+    return v if isinstance(v, str) else default
+
+
+def _zero(v: Any) -> bool:
+    return v is None or v == {} or v == [] or v == "" or v is False or (isinstance(v, int) and v == 0)
+
+
+def _pruned(v: Any) -> Any:
+    """``v`` with zero values left out at every level: the DS controller copies a role's template
+    through Go structs, which write empty ones the DS never held (``resources: {}`` on a container)."""
+    if isinstance(v, dict):
+        out = {k: _pruned(x) for k, x in v.items()}
+        return {k: x for k, x in out.items() if not _zero(x)}
+    if isinstance(v, list):
+        return [_pruned(x) for x in v]
+    return v
+
+
+def _template_key(lwt: Any) -> Any:
+    """A role's ``leaderWorkerTemplate`` as its child LWS carries it: the DS controller adds its own
+    labels to the pod templates (lws-semantics §f "Child LWS"), so pod template labels are left out,
+    and so are zero values (:func:`_pruned`)."""
+    out = dict(_d(lwt))
+    for key in ("leaderTemplate", "workerTemplate"):
+        if key in out:
+            tmpl = dict(_d(out[key]))
+            tmpl["metadata"] = {k: v for k, v in _d(tmpl.get("metadata")).items() if k != "labels"}
+            out[key] = tmpl
+    return _pruned(out)
+
+
+def _ds_current_revision(obj: dict[str, Any], children: list[dict[str, Any]]) -> str | None:
+    """The ``/revision`` label of the children created from the DS's current roles, or None.
+
+    The revision hash is computed by the controller over its defaulted spec and cannot be
+    recomputed here; a child is on the current revision when its template is the role's template
+    (so the old revision is never mistaken for the new one before the controller created it). Of
+    several matching revisions (a template change reverted), the newest child's wins.
+    """
+    want = {r["name"]: _template_key(_d(r.get("spec")).get("leaderWorkerTemplate"))
+            for r in _list(_d(obj.get("spec")).get("roles"))}
+    match = [c for c in children if _label(c, DS_ROLE) in want and _label(c, DS_REVISION)
+             and _template_key(_d(c.get("spec")).get("leaderWorkerTemplate")) == want[_label(c, DS_ROLE)]]
+    if not match:
+        return None
+    newest = max(match, key=lambda c: (str(_d(c.get("metadata")).get("creationTimestamp") or ""),
+                                       str(_d(c.get("metadata")).get("name") or "")))
+    return _label(newest, DS_REVISION)
+
+
+def _child_name(c: dict[str, Any]) -> str:
+    return f"lws/{_d(c.get('metadata')).get('name')}"
+
+
+def _ds_children_eval(obj: dict[str, Any], children: list[dict[str, Any]],
+                      external_replicas: dict[str, int] | None) -> tuple[dict[str, bool], list[str]]:
+    """The checks of :func:`ds_children_checks` and one problem line per failing child/predicate."""
+    rev = _ds_current_revision(obj, children)
+    slices = _n(_d(obj.get("spec")).get("slices"), 1)
+    desired = _ds_desired_per_slice(obj, external_replicas)
+    problems: list[str] = [] if rev is not None else ["no child LWS on the DS's current template yet"]
+    current = [c for c in children if rev is not None and _label(c, DS_REVISION) == rev]
+    checks: dict[str, bool] = {"currentRevision": rev is not None, "rolesPresent": bool(desired)}
+    for name, want in desired.items():
+        ok = want is not None
+        if want is None:
+            problems.append(f"role {name}: desired replicas unknown (External role without scaler replicas)")
+        for s in range(slices):
+            mine = [c for c in current if _label(c, DS_ROLE) == name and _label(c, DS_SLICE, "0") == str(s)]
+            if not mine:
+                ok = False
+                if rev is not None:
+                    problems.append(f"role {name} slice {s}: no child LWS on revision {rev}")
+            for c in mine:
+                spec_r = _spec_replicas(_d(c.get("spec")))
+                failing = [k for k, v in lws_fully_rolled_checks(c).items() if not v]
+                if want is not None and spec_r != want:
+                    failing.insert(0, "targetReplicas")
+                    problems.append(f"{_child_name(c)}: spec.replicas {spec_r}, want {want}")
+                if failing:
+                    ok = False
+                    problems.append(f"{_child_name(c)} ({name}) failing {','.join(failing)}: "
+                                    f"{explain_lws(c)}")
+        checks[f"role:{name}"] = ok
+    left = [c for c in children if c not in current and (
+        _spec_replicas(_d(c.get("spec"))) > 0 or _n(_d(c.get("status")).get("replicas")) > 0)]
+    for c in left:
+        problems.append(f"{_child_name(c)} (revision {_label(c, DS_REVISION) or '?'}) still has "
+                        f"{_spec_replicas(_d(c.get('spec')))} groups in spec, "
+                        f"{_n(_d(c.get('status')).get('replicas'))} in status")
+    checks["oldRevisionsDrained"] = not left
+    return checks, problems
+
+
+def ds_children_checks(obj: dict[str, Any], children: list[dict[str, Any]],
+                       external_replicas: dict[str, int] | None = None) -> dict[str, bool]:
+    """The DS verdict from its child LWS, for a DS whose controller writes no status (§f "Status").
+
+    ``children``: the LWS the DS owns. Per spec role and slice, the child on the DS's current
+    revision (:func:`_ds_current_revision`) must hold :func:`lws_fully_rolled` (its full equality,
+    Available for its generation) with ``spec.replicas`` at the role's target; and no child of another
+    revision may keep a group (``spec.replicas`` or ``status.replicas`` above 0). The same numbers
+    upstream's v0.10+ status sums (``Available`` iff every role's equality holds).
+    """
+    return _ds_children_eval(obj, children, external_replicas)[0]
+
+
+def explain_ds_children(obj: dict[str, Any], children: list[dict[str, Any]],
+                        external_replicas: dict[str, int] | None = None) -> str:
+    """One line naming each child LWS and predicate that keeps the DS from being rolled, or "done"."""
+    problems = _ds_children_eval(obj, children, external_replicas)[1]
     return "; ".join(problems) if problems else "done"

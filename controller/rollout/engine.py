@@ -75,7 +75,7 @@ class Rollout:
         self.role = role
         self.extra_guard = extra_guard  # P/D max-skew: returns a reason to hold, or None
         self.t = Target(kube, self.strategy.res, namespace, name, clock, self.report, self.events, role,
-                        on_step or (lambda _s: None))
+                        on_step or (lambda _s: None), poll=self.strategy.poll_s)
         self.failure = Rollback(self.t, self.strategy, self.opts)
         self.conflicts = ConflictBackoff(clock, deadline_s=self.opts.deadline_s)
         self._done_wall = time.monotonic()  # when the current stage finished (gate, bake, hooks)

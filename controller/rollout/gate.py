@@ -129,9 +129,25 @@ def ds_role_targets(obj: Obj) -> dict[str, int]:
     return {role["name"]: replicas(role) * slices for role in spec.get("roles") or []}
 
 
-def ds_gate(obj: Obj) -> GateResult:
+CHILDREN_SOURCE = "read from the child LWS (the DS writes no status)"
+
+
+def ds_gate(obj: Obj, children: list[Obj] | None = None) -> GateResult:
     """DS gate: ``status.ds_fully_rolled`` (per role ``desired == replicas == ready == updated``, §f,
-    Available for this generation), with one named check per predicate and role."""
+    Available for this generation), with one named check per predicate and role.
+
+    A DS without a controller-written status (upstream v0.9.0/v0.10.0 write none, §f "Status") is
+    judged on its ``children`` (the LWS it owns) by ``status.ds_children_checks`` when they are given;
+    the detail then says so and names the child and predicate that failed.
+    """
+    if children is not None and not apistatus.ds_status_written(obj):
+        checks = apistatus.ds_children_checks(obj, children)
+        ready = ds_role_ready_groups(obj, children)
+        parts = [f"{name}={ready.get(name, 0)} ready of {desired}"
+                 for name, desired in ds_role_targets(obj).items()]
+        why = apistatus.explain_ds_children(obj, children)
+        return GateResult(all(checks.values()), checks, f"{CHILDREN_SOURCE}: {' '.join(parts)}"
+                          + ("" if why == "done" else f"; {why}"))
     checks = apistatus.ds_fully_rolled_checks(obj)
     roles = {r.get("name"): r for r in wire.status(obj).get("roleStatuses") or []}
     parts = []
@@ -142,8 +158,15 @@ def ds_gate(obj: Obj) -> GateResult:
     return GateResult(all(checks.values()), checks, " ".join(parts))
 
 
-def ds_role_ready_groups(obj: Obj) -> dict[str, int]:
-    """Ready groups per role from ``status.roleStatuses`` (for the floor and reports)."""
+def ds_role_ready_groups(obj: Obj, children: list[Obj] | None = None) -> dict[str, int]:
+    """Ready groups per role from ``status.roleStatuses``, or summed over ``children`` (every revision,
+    as upstream's roleStatuses sum them) for a DS without a status."""
+    if children is not None and not apistatus.ds_status_written(obj):
+        out: dict[str, int] = {}
+        for c in children:
+            role = wire.labels_of(c).get(L.DS_ROLE, "")
+            out[role] = out.get(role, 0) + int(wire.status(c).get("readyReplicas") or 0)
+        return out
     return {r.get("name", ""): int(r.get("readyReplicas") or 0)
             for r in wire.status(obj).get("roleStatuses") or []}
 

@@ -61,6 +61,11 @@ class KindStrategy(Protocol):
         """Ready groups for the floor guard and the report; None while the status is not current."""
         ...
 
+    def poll_s(self, obj: Obj) -> float | None:
+        """Follow ``obj`` by reading it every this many cluster seconds instead of watching it (None:
+        watch): for an object whose own status never changes while the rollout moves."""
+        ...
+
     def revision_skew(self, t: Target) -> str:
         """Groups whose members run different revisions although all are Ready ("" if none)."""
         ...
@@ -114,6 +119,9 @@ class LwsKind:
 
     def ready_groups(self, obj: Obj) -> int | None:
         return gate.counters(obj)["readyReplicas"] if gate.status_current(obj) else None
+
+    def poll_s(self, obj: Obj) -> float | None:
+        return None  # the LWS controller writes its status on every change: watch it
 
     def revision_skew(self, t: Target) -> str:
         pods, _ = t.kube.list(POD, t.ns, label_selector=f"{L.NAME}={t.name}")

@@ -19,7 +19,7 @@ from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
 from lwsflow.controller.rollout import capacity, gate, state
-from lwsflow.controller.rollout.ds import ds_rollout, refuse_pause
+from lwsflow.controller.rollout.ds import DsKind, ds_rollout, refuse_pause
 from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
 from lwsflow.controller.rollout.pd_guard import guard_ds, guard_pair
@@ -309,7 +309,7 @@ def status(kube: Kube, target: Target) -> list[Obj]:
                "stages": st.stages, "targets": st.targets, "passed": st.passed, "paused": st.paused,
                "reason": st.reason, "updated": st.updated}
         if target.kind == "ds":
-            row["gate"] = gate.ds_gate(obj).detail
+            row["gate"] = gate.ds_gate(obj, DsKind(kube, target.namespace).children(obj)).detail
         else:
             row["partition"] = gate.partition(obj)
             row["gate"] = gate.summary(obj)

@@ -8,6 +8,7 @@ patches conditioned on the resourceVersion last seen (a concurrent writer makes 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -38,6 +39,8 @@ class Target:
     role: str = ""
     on_step: Callable[[str], None] = field(default=lambda _s: None)
     obj: Obj = field(default_factory=dict)
+    # cluster seconds between reads when the object must be polled (the strategy's ``poll_s``)
+    poll: Callable[[Obj], float | None] = field(default=lambda _o: None)
 
     def read(self) -> Obj:
         self.obj = self.kube.get(self.res, self.ns, self.name)
@@ -64,7 +67,17 @@ class Target:
     def follow(self, until: float) -> Iterator[Obj]:
         """Watch the object until cluster time ``until`` (plus a little wall slack)."""
         budget = self.clock.wall(max(0.0, until - self.clock.now())) + 0.05
-        yield from kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
+        every = self.poll(self.obj) if self.obj else None
+        if every is None:
+            yield from kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
+            return
+        end = time.monotonic() + budget
+        while True:  # polled: the object does not change while what its gate reads does
+            yield self.kube.get(self.res, self.ns, self.name)
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, max(0.02, self.clock.wall(every))))
 
     def settle(self, until: float) -> None:
         """Follow the object until its controller observed our last spec write (observedGeneration

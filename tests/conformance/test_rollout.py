@@ -1,6 +1,7 @@
 """Check 4: the rollout controller's staged rollout to the equality on the reference cluster, with only
 its shipped ServiceAccount and RBAC (overlays/rbac), compared with the same rollout on the embedded
-cluster (docs/rollout.md; the gate is lws-semantics §c: updated == ready == replicas).
+cluster, driven there with the same ServiceAccount's token (docs/rollout.md; the gate is lws-semantics
+§c: updated == ready == replicas).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rolloutkit
 import yaml
 from clusters import Target, wait_for
 
@@ -83,7 +85,7 @@ def test_staged_rollout_to_equality_with_the_shipped_rbac(reference: Target, emb
                                                            tmp_path: Path) -> None:
     sa_kubeconfig = _service_account_kubeconfig(reference, tmp_path / "sa.kubeconfig")
     ref = _rollout(reference, sa_kubeconfig, tmp_path)
-    emb = _rollout(embedded, embedded.kubeconfig, tmp_path)
+    emb = _rollout(embedded, rolloutkit.sa_kubeconfig(embedded, tmp_path / "emb-sa.kubeconfig"), tmp_path)
     for doc in (ref, emb):
         assert doc["result"] == "succeeded"
 
@@ -106,7 +108,8 @@ def test_bad_release_rolled_back_with_the_floor_held(reference: Target, embedded
     else:
         _service_account_kubeconfig_only(reference, sa_kubeconfig)
     ref = _rollout(reference, sa_kubeconfig, tmp_path, "engine:never-ready-2", expect_rc=1)
-    emb = _rollout(embedded, embedded.kubeconfig, tmp_path, "engine:never-ready-2", expect_rc=1)
+    emb = _rollout(embedded, rolloutkit.sa_kubeconfig(embedded, tmp_path / "emb-sa.kubeconfig"), tmp_path,
+                   "engine:never-ready-2", expect_rc=1)
     assert ref["result"] == emb["result"] != "succeeded"
     assert [s["result"] for s in ref["stages"]] == [s["result"] for s in emb["stages"]]
     for doc in (ref, emb):
