@@ -56,10 +56,14 @@ def apply_supporting(kube: Any, docs: list[dict[str, Any]]) -> bool:
     return first
 
 
-def _ready(obj: dict[str, Any]) -> tuple[bool, str]:
+def _ready(kube: Any, ns: str, obj: dict[str, Any]) -> tuple[bool, str]:
     from lwsflow.controller.rollout import gate
+    from lwsflow.controller.rollout.ds import DsKind
 
-    res = gate.ds_gate(obj) if obj.get("kind") == "DisaggregatedSet" else gate.lws_fully_rolled(obj)
+    if obj.get("kind") == "DisaggregatedSet":  # a DS without status is judged by its child LWS
+        res = gate.ds_gate(obj, DsKind(kube, ns).children(obj))
+    else:
+        res = gate.lws_fully_rolled(obj)
     return res.passed, res.detail
 
 
@@ -80,7 +84,7 @@ def install(kube: Any, docs: list[dict[str, Any]], deadline_s: float) -> dict[st
     detail = ""
     while pending:
         for kind, ns, name in sorted(pending):
-            ok, detail = _ready(kube.get(BY_KIND[kind], ns, name))
+            ok, detail = _ready(kube, ns, kube.get(BY_KIND[kind], ns, name))
             if ok:
                 pending.discard((kind, ns, name))
         if not pending:

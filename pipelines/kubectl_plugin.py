@@ -108,6 +108,7 @@ def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
     from lwsflow.controller.policy import gates
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import gate, session, state
+    from lwsflow.controller.rollout.ds import DsKind
 
     spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
     s = p.get("status") or {}
@@ -129,9 +130,10 @@ def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
         st = state.RolloutState.from_object(obj)
         name = obj["metadata"]["name"]
         if "roles" in (obj.get("spec") or {}):
-            for role, ready in gate.ds_role_ready_groups(obj).items():
+            children = DsKind(kube, namespace).children(obj)  # None where the DS writes its status
+            for role, ready in gate.ds_role_ready_groups(obj, children).items():
                 print(f"  {name} role {role}: {ready} groups ready")
-            res = gate.ds_gate(obj)
+            res = gate.ds_gate(obj, children)
         else:
             c = gate.counters(obj)
             print(f"  {name}: partition {gate.partition(obj)}, replicas {c['replicas']}, ready "

@@ -38,6 +38,7 @@ from lwsflow.controller.policy import gates
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.pd import find_pair
 
 log = logging.getLogger("lwsflow.controller")
@@ -186,10 +187,10 @@ class Controller:
             drive = False
         return drive
 
-    @staticmethod
-    def _fully_rolled(spec: RolloutPolicySpec, obj: Obj) -> bool:
-        if spec.targetRef.kind == "DisaggregatedSet":
-            return gate.ds_gate(obj).passed
+    def _fully_rolled(self, spec: RolloutPolicySpec, obj: Obj) -> bool:
+        if spec.targetRef.kind == "DisaggregatedSet":  # a DS without status: judged by its child LWS
+            ns = str(obj["metadata"].get("namespace") or "")
+            return gate.ds_gate(obj, DsKind(self.kube, ns).children(obj)).passed
         return gate.lws_fully_rolled(obj).passed
 
     def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:

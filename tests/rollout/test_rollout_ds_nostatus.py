@@ -78,3 +78,19 @@ def test_ds_without_status_holds_on_an_unready_child_and_rolls_back(env: Env) ->
     for role in final["spec"]["roles"]:
         assert role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
             "image"] == "vllm:1"
+
+
+def test_first_install_of_a_status_less_ds_waits_for_its_children(env: Env) -> None:
+    """``deploy.install`` (the pipeline's first install) judges a DS without status by its child LWS,
+    as the rollout gate does: it ends once every role's child is at its equality, and not before."""
+    from lwsflow.components.deploy import install
+
+    env.cluster.config.ds_writes_status = False
+    report = install(env.kube, [ds_manifest("dfi", prefill=2, decode=1)], deadline_s=600)
+    assert report["result"] == "succeeded"
+    kids = _children(env, "dfi")
+    assert sorted(k["metadata"]["labels"][L.DS_ROLE] for k in kids) == ["decode", "prefill"]
+    for kid in kids:
+        st = kid["status"]
+        assert kid["spec"]["replicas"] == st["readyReplicas"] == st["updatedReplicas"]
+    assert "observedGeneration" not in (env.kube.get(DS, NS, "dfi").get("status") or {})
