@@ -10,8 +10,11 @@ its own Prometheus, the hook rewrites its file_sd targets from the pods before m
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from lwsflow.components.prometheus import Prometheus
+from lwsflow.controller.analysis.evaluate import Measurement
+from lwsflow.controller.analysis.providers import SmokeMeasure
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
@@ -34,9 +37,15 @@ def revisions(kube: Kube, namespace: str, lws: str) -> tuple[str, str, list[dict
     return new, (others.most_common(1)[0][0] if others else ""), pods
 
 
+# (stage context, the run's arguments, the measurement just taken): the policy status and Events
+OnMeasurement = Callable[[HookContext, dict[str, str], Measurement], None]
+
+
 def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
-                  prometheus: Prometheus | None = None) -> Hook:
-    """The stage hook; LeaderWorkerSet targets (one LWS per role of a pair is future work)."""
+                  prometheus: Prometheus | None = None, *, smoke: SmokeMeasure | None = None,
+                  on_measurement: OnMeasurement | None = None) -> Hook:
+    """The stage hook; LeaderWorkerSet targets (one LWS per role of a pair is future work).
+    ``smoke`` wires the smoke provider; ``on_measurement`` sees each measurement as it is taken."""
     remembered = {"stable": ""}
     needs_stable = any(m.compare for m in spec.metrics)
 
@@ -47,7 +56,7 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
         new, stable, pods = revisions(kube, ctx.namespace, ctx.name)
         if prometheus is not None:  # our own Prometheus: scrape the serving pods before measuring
             all_pods, _ = kube.list(POD, ctx.namespace)
-            groups = prometheus.sync_from_pods(all_pods)
+            groups = prometheus.sync_from_pods(all_pods, namespace=ctx.namespace)
             names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups
                      if g["labels"]["lws"] == ctx.name}
             if not prometheus.wait_for_targets(names):
@@ -60,7 +69,8 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
         role = _label(ctx.obj, L.ROLE) or "aggregated"
         args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": ctx.name,
                 "role": role}
-        res = run_analysis(spec, args, provider_measure(prometheus_url))
+        seen = None if on_measurement is None else (lambda m: on_measurement(ctx, args, m))
+        res = run_analysis(spec, args, provider_measure(prometheus_url, smoke), on_measurement=seen)
         summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
         return HookResult(res.phase == "successful", f"analysis {res.phase} ({new} vs {stable}): {summary}",
                           [m.as_dict() for m in res.measurements])

@@ -95,6 +95,8 @@ class Prometheus:
     proc: subprocess.Popen[bytes] = field(repr=False)
     _own_dir: bool = field(default=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _groups: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def follow(self, list_pods: Callable[[], list[dict[str, Any]]], every_s: float = 1.0) -> None:
         """Keep the targets in step with ``list_pods()`` in a background thread until ``stop()``
@@ -109,12 +111,25 @@ class Prometheus:
         threading.Thread(target=loop, name="prometheus-targets", daemon=True).start()
 
     def set_targets(self, groups: list[dict[str, Any]]) -> None:
-        write_targets(self.targets_path, groups)
+        with self._lock:
+            self._groups = list(groups)
+            write_targets(self.targets_path, groups)
 
-    def sync_from_pods(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rewrite the targets from a pod list (e.g. ``Kube.list(POD, ns)``); returns the groups."""
+    def sync_from_pods(self, pods: list[dict[str, Any]],
+                       namespace: str | None = None) -> list[dict[str, Any]]:
+        """Rewrite the targets from a pod list (e.g. ``Kube.list(POD, ns)``); returns the groups.
+        With ``namespace`` only that namespace's targets are replaced (``pods`` are its pods), so
+        rollouts in several namespaces share one Prometheus."""
         groups = serving_targets(pods)
-        self.set_targets(groups)
+        with self._lock:
+            if namespace is not None:
+                groups = [g for g in groups if g["labels"]["namespace"] == namespace]
+                keep = [g for g in self._groups if g["labels"]["namespace"] != namespace]
+                self._groups = sorted(keep + groups, key=lambda g: (g["labels"]["namespace"],
+                                                                    g["labels"]["pod"]))
+            else:
+                self._groups = groups
+            write_targets(self.targets_path, self._groups)
         return groups
 
     def active_targets(self) -> list[dict[str, Any]]:

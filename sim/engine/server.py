@@ -38,7 +38,28 @@ class EngineHTTPServer(QuietThreadingHTTPServer):
 
     def __init__(self, addr: tuple[str, int], engine: openai_api.Engine) -> None:
         self.engine = engine
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(addr, _Handler)
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Cut every open connection, as the end of a pod's process does: a keep-alive connection must
+        not go on being served by a stopped engine (a replaced pod keeps its IP and port)."""
+        with self._open_lock:
+            conns, self._open = list(self._open), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -217,6 +238,7 @@ class EngineHandle:
         self.engine.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._httpd.close_connections()
         self.engine.close()
         self._thread.join(timeout=5)
 

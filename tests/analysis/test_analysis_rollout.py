@@ -5,8 +5,6 @@ at the first stage (rolled back); a release as fast as the stable one passes."""
 from __future__ import annotations
 
 import json
-import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,74 +12,27 @@ from typing import Any
 import pytest
 import yaml
 
-from lwsflow.components.loadgen import LoadGenerator, LoadSpec, pod_endpoints
-from lwsflow.controller.api import labels as L
-from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import LWS, POD
+from lwsflow.components.loadgen import LoadGenerator, LoadSpec
+from lwsflow.controller.kube.resources import LWS
 from lwsflow.pipelines.cli import main
-from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
-from lwsflow.sim.testing import EmbeddedCluster
+from reliability.analysis_env import MODEL, SAME, SLOWER, STABLE, AnalysisEnv, ttft_spec
 
-STABLE = "sha256:" + "1" * 64
-SLOWER = "sha256:" + "2" * 64  # ready, but 40% slower TTFT
-SAME = "sha256:" + "3" * 64  # a good release: as fast as stable
-MODEL = "m"
 SPEED = 20.0  # virtual seconds per wall second; analysis runs in wall time (Prometheus's clock)
-SPEC = {"window": "5s", "metrics": [{
-    "name": "ttft-p95", "initialDelay": "8s", "interval": "1s", "count": 3, "failureLimit": 1,
-    "inconclusiveLimit": 1,
-    "provider": {"prometheus": {"query": (
-        'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
-        '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[{{window}}])))')}},
-    "compare": {"mode": "relative", "tolerance": 10}}]}
+SPEC = ttft_spec(initial_delay="8s", inconclusive_limit=1)
 
 
-class Env:
-    def __init__(self, tmp: Path) -> None:
-        self.port = random.randint(20_000, 60_000)
-        cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=4)],
-                            timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
-                                            weight_gb=0.0),
-                            images={STABLE: ImageProfile(ttft_s=0.045), SLOWER: ImageProfile(ttft_s=0.063),
-                                    SAME: ImageProfile(ttft_s=0.045)})
-        self.sim = EmbeddedCluster(tmp, cfg, speed=SPEED, engines=True,
-                                   engine_options={"side_channel_port": 0}).start()
-        self.kube = Kube.connect(str(self.sim.kubeconfig))
-        self._eps: tuple[float, list[str]] = (0.0, [])
-
-    def manifest(self, digest: str) -> dict[str, Any]:
-        return {"apiVersion": L.LWS_API_VERSION, "kind": L.LWS_KIND,
-                "metadata": {"name": "llama", "namespace": "default"},
-                "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {
-                    "metadata": {"annotations": {"sim.lwsflow.io/load-seconds": "10", L.SERVED_MODEL: MODEL,
-                                                 L.SERVING_PORT: str(self.port)}},
-                    "spec": {"containers": [{"name": "engine", "image": f"r.example/vllm@{digest}"}]}}}}}
-
-    def endpoints(self) -> list[str]:
-        at, eps = self._eps
-        if time.monotonic() - at > 0.5:  # re-read the pods twice a second, not per request
-            eps = pod_endpoints(self.kube.list(POD, "default")[0], self.port)
-            self._eps = (time.monotonic(), eps)
-        return eps
-
-    def close(self) -> None:
-        self.kube.api.close()
-        self.sim.close()
+Env = AnalysisEnv
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    e = Env(tmp_path)
+    e = Env(tmp_path, speed=SPEED)
     yield e
     e.close()
 
 
 def _rollout(env: Env, tmp: Path, digest: str) -> tuple[int, dict[str, Any]]:
-    env.kube.create(LWS, "default", env.manifest(STABLE))
-    end = time.monotonic() + 30
-    while (env.kube.get(LWS, "default", "llama").get("status") or {}).get("readyReplicas") != 2:
-        assert time.monotonic() < end, "stable release never became ready"
-        time.sleep(0.1)
+    env.create_ready(STABLE)
     mf, spec, rep = tmp / "new.yaml", tmp / "analysis.yaml", tmp / "report.json"
     mf.write_text(yaml.safe_dump(env.manifest(digest)))
     spec.write_text(yaml.safe_dump(SPEC))

@@ -111,3 +111,20 @@ def test_replaced_pod_of_the_same_name_gets_its_own_engine() -> None:
         assert httpx.get(f"http://127.0.0.2:{port}/health").status_code == 200
     finally:
         hook.close()
+
+
+def test_stopped_engine_closes_its_keep_alive_connections() -> None:
+    """A pod that goes away takes its process's connections with it. A replaced leader keeps its pod IP
+    and port, and clients (the load generator, a router) hold keep-alive connections: after the old
+    engine stops, the next request must reach the new engine, not a handler thread of the old one
+    (found measuring analysis windows: the new revision's pod got almost no traffic for 30 s, its rate()
+    windows "no data"; docs/analysis.md, the time rule)."""
+    port = random.randint(20_000, 60_000)
+    body = {"model": "old", "prompt": "hi", "max_tokens": 2}
+    with httpx.Client(timeout=5) as client:
+        with start_engine(port=port, model="old") as old:
+            assert client.post(f"{old.url}/v1/completions", json=body).json()["model"] == "old"
+        with start_engine(port=port, model="new") as new:
+            got = client.post(f"{new.url}/v1/completions", json={**body, "model": "new"})
+            assert got.status_code == 200 and got.json()["model"] == "new"
+            assert new.engine.metrics.render().count(b"vllm:request_success_total{") >= 1
