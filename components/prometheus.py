@@ -138,23 +138,30 @@ class Prometheus:
         targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
         return targets
 
-    def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
-        """Wait until every (pod, revision) in ``pods`` is an active, scraped target (a group's pod keeps
-        its name across revisions, so the name alone would match the old target). Prometheus's discovery
-        manager hands new targets to the scrapers at most every 5 s, so a just-written target file
-        takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
+    def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0,
+                         scrapes: int = 2) -> bool:
+        """Wait until every (pod, revision) in ``pods`` is an active target scraped successfully
+        ``scrapes`` times while we watched (a group's pod keeps its name across revisions, so the name
+        alone would match the old target). Two scrapes because ``rate()`` needs two samples in its
+        window: after one, every query of a new pod is "no data". Prometheus's discovery hands new
+        targets to the scrapers at most every 5 s, so a just-written target file takes up to ~6 s to
+        be scraped (docs/analysis.md, the time rule)."""
         deadline = time.monotonic() + timeout_s
+        seen: dict[tuple[str, str], set[str]] = {p: set() for p in pods}
         while True:
             try:
-                seen = {(t["labels"].get("pod"), t["labels"].get("revision")) for t in self.active_targets()
-                        if t.get("lastScrape", "") and not t["lastScrape"].startswith("0001")}
+                for t in self.active_targets():
+                    key = (t["labels"].get("pod"), t["labels"].get("revision"))
+                    last = t.get("lastScrape", "")
+                    if key in seen and t.get("health") == "up" and last and not last.startswith("0001"):
+                        seen[key].add(last)
             except (httpx.HTTPError, KeyError, ValueError):
-                seen = set()
-            if pods <= seen:
+                pass
+            if all(len(v) >= scrapes for v in seen.values()):
                 return True
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self._stop.set()
