@@ -16,12 +16,12 @@ real Prometheus (Debian's 2.42, scraping every second through a ``file_sd`` targ
 profiles on loopback under seeded OpenAI traffic (``components.loadgen``; P/D runs a prefill→decode
 hand-off per request), their targets carry the revision labels the templates select on, the hook's
 wait for two scrapes of every new target (``Prometheus.wait_for_targets``), then ``run_analysis``
-with the built-in ``vllm`` / ``vllm-pd`` template at a short timescale (window 5 s, a measurement
-every second, 6 of them, failureLimit 1, inconclusiveLimit 1). What it does not cover: the embedded
+with the built-in ``vllm`` / ``vllm-pd`` template at a short timescale (window 10 s, a measurement
+every 2 s, 5 of them, failureLimit 1, inconclusiveLimit 1). What it does not cover: the embedded
 cluster's rollout around it (gate, partition, rollback; ``tests/analysis`` runs those end to end);
 a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
 
-    nice -n 19 .venv/bin/python bench/analysis_bench.py [--runs 50] [--parallel 5] [--seed 0]
+    nice -n 19 .venv/bin/python bench/analysis_bench.py [--runs 50] [--parallel 2] [--seed 0]
         [--json FILE]
 """
 
@@ -43,12 +43,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lwsflow.components.loadgen import LoadGenerator, LoadSpec  # noqa: E402
-from lwsflow.components.prometheus import Prometheus, start_prometheus  # noqa: E402
-from lwsflow.controller.analysis.run import provider_measure, run_analysis  # noqa: E402
-from lwsflow.controller.analysis.spec import validate_spec  # noqa: E402
-from lwsflow.controller.analysis.templates import vllm  # noqa: E402
-from lwsflow.sim.engine import EngineHandle, start_engine  # noqa: E402
+from lwsflow.components.loadgen import LoadGenerator, LoadSpec
+from lwsflow.components.prometheus import Prometheus, start_prometheus
+from lwsflow.controller.analysis.run import provider_measure, run_analysis
+from lwsflow.controller.analysis.spec import validate_spec
+from lwsflow.controller.analysis.templates import vllm
+from lwsflow.sim.engine import EngineHandle, start_engine
 
 KINDS = ("good", "slower", "errors", "kv", "degrading")
 STABLE = {"ttft_s": 0.045, "ttft_p95_s": 0.060, "itl_s": 0.010, "itl_p95_s": 0.014}
@@ -60,6 +60,7 @@ CANDIDATE: dict[str, dict[str, float]] = {
     "degrading": {**STABLE, "slowdown_per_min": 2.4},
 }
 RATE = 10.0  # requests per second per revision
+WINDOW_S, INTERVAL_S, COUNT = 10, 2, 5  # the templates' 30 s / 30 s / 4, at a shorter timescale
 MODEL = "m"
 _PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
             "remote_block_ids": None, "remote_host": None, "remote_port": None}
@@ -68,8 +69,9 @@ _PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine
 def spec(pd: bool) -> Any:
     doc = vllm(pd=pd)
     for m in doc["metrics"]:
-        m.update(interval="1s", count=6, initialDelay="0s", failureLimit=1, inconclusiveLimit=1)
-    doc["window"] = "5s"
+        m.update(interval=f"{INTERVAL_S}s", count=COUNT, initialDelay="0s", failureLimit=1,
+                 inconclusiveLimit=1)
+    doc["window"] = f"{WINDOW_S}s"
     return validate_spec(doc)
 
 
@@ -164,7 +166,8 @@ def one_run(kind: str, seed: int, prom: Prometheus, targets: Targets) -> RunResu
         loads: list[Any] = []
         for i, rev in enumerate(("stable", "new")):
             if pd:
-                loads.append(PdTraffic(engines[(rev, "prefill")], engines[(rev, "decode")], RATE, seed * 3 + i))
+                pair = engines[(rev, "prefill")], engines[(rev, "decode")]
+                loads.append(PdTraffic(*pair, RATE, seed * 3 + i))
             else:
                 url = engines[(rev, "aggregated")].url
                 loads.append(LoadGenerator(LoadSpec(model=MODEL, rate=RATE, seed=seed * 3 + i,
@@ -176,7 +179,8 @@ def one_run(kind: str, seed: int, prom: Prometheus, targets: Targets) -> RunResu
             first = _first_served(engines[("new", roles[-1])])
             pods = {(f"{lws}-{rev}-{role}", rev) for rev, role in engines}
             if not prom.wait_for_targets(pods, timeout_s=30):
-                return RunResult(kind, seed, "error: targets not scraped", None, wall_s=time.monotonic() - t_start)
+                return RunResult(kind, seed, "error: targets not scraped", None,
+                                 wall_s=time.monotonic() - t_start)
             res = run_analysis(spec(pd), {"namespace": "bench", "lws": lws, "revision": "new",
                                           "stable_revision": "stable", "role": roles[-1]},
                                provider_measure(prom.url))
@@ -187,7 +191,8 @@ def one_run(kind: str, seed: int, prom: Prometheus, targets: Targets) -> RunResu
         failing = [m for m in res.measurements if m.phase == "failed"]
         return RunResult(kind, seed, res.phase, decided - first if res.phase == "failed" else None,
                          {"metrics": {k: v for k, v in res.metrics.items()},
-                          "failed_by": sorted({m.metric for m in failing})}, time.monotonic() - t_start)
+                          "failed_by": sorted({m.metric for m in failing}),
+                          "lines": [m.line() for m in res.measurements]}, time.monotonic() - t_start)
     finally:
         targets.set(lws, [])
         for e in engines.values():
@@ -206,10 +211,11 @@ def _spread(xs: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
-    ap.add_argument("--parallel", type=int, default=5, help="runs at once (each: 2-4 engines, ~20 req/s)")
+    ap.add_argument("--parallel", type=int, default=2, help="runs at once (each: 2-4 engines, ~20 req/s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", default="")
+    ap.add_argument("--verbose", action="store_true", help="print every measurement")
     args = ap.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     jobs = [(k, args.seed * 1000 + i) for i in range(args.runs) for k in kinds]
@@ -220,9 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(args.parallel) as pool:
             for r in pool.map(lambda j: one_run(j[0], j[1], prom, targets), jobs):
                 results.append(r)
-                print(f"  {r.kind:9} seed {r.seed:5}: {r.phase:12} "
-                      f"{'' if r.decision_s is None else f'decided {r.decision_s:.1f} s after first request '}"
-                      f"{r.metrics.get('failed_by', '')} ({r.wall_s:.0f} s)", flush=True)
+                when = "" if r.decision_s is None else f"decided {r.decision_s:.1f} s after first request "
+                print(f"  {r.kind:9} seed {r.seed:5}: {r.phase:12} {when}{r.metrics.get('failed_by', '')} "
+                      f"({r.wall_s:.0f} s)", flush=True)
+                if args.verbose:
+                    for line in r.metrics.get("lines", []):
+                        print("      " + line)
     print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s wall, {args.parallel} at a time, "
           f"seed {args.seed}")
     summary: dict[str, Any] = {}
