@@ -12,14 +12,14 @@ Over seeded runs it prints:
 
 What one run covers: the measurement and verdict layer exactly as a rollout stage runs it, against a
 real Prometheus (Debian's 2.42, scraping every second through a ``file_sd`` target file, as
-``--prometheus local`` does): the candidate's and the stable revision's stand-in engines serve the
-profiles on loopback under seeded OpenAI traffic (``components.loadgen``; P/D runs a prefill→decode
-hand-off per request), their targets carry the revision labels the templates select on, the hook's
-wait for two scrapes of every new target (``Prometheus.wait_for_targets``), then ``run_analysis``
-with the built-in ``vllm`` / ``vllm-pd`` template at a short timescale (window 10 s, a measurement
-every 2 s, 5 of them, failureLimit 1, inconclusiveLimit 1). What it does not cover: the embedded
-cluster's rollout around it (gate, partition, rollback; ``tests/analysis`` runs those end to end);
-a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
+``--prometheus local`` does). The candidate's and the stable revision's stand-in engines, each in its
+own process, serve the profiles on loopback under seeded OpenAI traffic (``components.loadgen``; P/D
+runs a prefill→decode hand-off per request). Their targets carry the revision labels the templates
+select on; the hook's wait for two scrapes of every new target (``Prometheus.wait_for_targets``) comes
+first, then ``run_analysis`` with the built-in ``vllm`` / ``vllm-pd`` template at a shorter timescale
+(window 10 s, a measurement every 2 s, 5 of them, failureLimit 1, inconclusiveLimit 1). What it does
+not cover: the embedded cluster's rollout around it (gate, partition, rollback; ``tests/analysis``
+runs those end to end); a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
 
     nice -n 19 .venv/bin/python bench/analysis_bench.py [--runs 50] [--parallel 2] [--seed 0]
         [--json FILE]
@@ -28,9 +28,12 @@ a full rollout per run would take ~45 s, 250 of them too long for a 2-core machi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -48,7 +51,6 @@ from lwsflow.components.prometheus import Prometheus, start_prometheus
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import validate_spec
 from lwsflow.controller.analysis.templates import vllm
-from lwsflow.sim.engine import EngineHandle, start_engine
 
 KINDS = ("good", "slower", "errors", "kv", "degrading")
 STABLE = {"ttft_s": 0.045, "ttft_p95_s": 0.060, "itl_s": 0.010, "itl_p95_s": 0.014}
@@ -87,7 +89,44 @@ class Targets:
             self.prom.set_targets([g for gs in self.groups.values() for g in gs])
 
 
-def _group(eng: EngineHandle, lws: str, revision: str, role: str) -> dict[str, Any]:
+_ENGINE_MAIN = (
+    "import json, sys, threading\n"
+    "from lwsflow.sim.engine import start_engine\n"
+    "h = start_engine(**json.loads(sys.argv[1]))\n"
+    "print(h.port, flush=True)\n"
+    "sys.stdin.read()\n"  # until the bench closes our stdin
+    "h.stop()\n")
+
+
+class Engine:
+    """A stand-in engine in its own process (as a pod's engine is), so the bench's own threads (load,
+    Prometheus queries) do not share its interpreter lock and distort its latencies."""
+
+    def __init__(self, **options: Any) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _ENGINE_MAIN, json.dumps(options)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def served(self) -> float:
+        """Requests this engine finished (its /metrics)."""
+        text = httpx.get(f"{self.url}/metrics", timeout=5).text
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("vllm:e2e_request_latency_seconds_count"))
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _group(eng: Engine, lws: str, revision: str, role: str) -> dict[str, Any]:
     return {"targets": [f"127.0.0.1:{eng.port}"], "labels": {
         "lws": lws, "role": role, "revision": revision, "group": "0", "namespace": "bench",
         "pod": f"{lws}-{revision}-{role}"}}
@@ -96,7 +135,7 @@ def _group(eng: EngineHandle, lws: str, revision: str, role: str) -> dict[str, A
 class PdTraffic:
     """Poisson-paced prefill→decode hand-offs against one revision's pair."""
 
-    def __init__(self, prefill: EngineHandle, decode: EngineHandle, rate: float, seed: int) -> None:
+    def __init__(self, prefill: Engine, decode: Engine, rate: float, seed: int) -> None:
         self.p, self.d, self.rate, self.rng = prefill, decode, rate, random.Random(seed)
         self.stop_ev = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -127,15 +166,13 @@ class PdTraffic:
         self.thread.join(timeout=10)
 
 
-def _first_served(eng: EngineHandle, timeout: float = 10.0) -> float:
-    """Wall time of the engine's first finished request (polled in process)."""
+def _first_served(eng: Engine, timeout: float = 10.0) -> float:
+    """Time of the engine's first finished request (its /metrics, polled every 20 ms)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if b"vllm:e2e_request_latency_seconds_count" in (text := eng.engine.metrics.render()):
-            for line in text.decode().splitlines():
-                if line.startswith("vllm:e2e_request_latency_seconds_count") and float(line.split()[-1]) > 0:
-                    return time.monotonic()
-        time.sleep(0.01)
+        if eng.served() > 0:
+            return time.monotonic()
+        time.sleep(0.02)
     return time.monotonic()
 
 
@@ -154,14 +191,14 @@ def one_run(kind: str, seed: int, prom: Prometheus, targets: Targets) -> RunResu
     pd = kind == "kv"
     lws = f"{kind}-{seed}"
     roles = ("prefill", "decode") if pd else ("aggregated",)
-    engines: dict[tuple[str, str], EngineHandle] = {}
+    engines: dict[tuple[str, str], Engine] = {}
     try:
         for rev, profile in (("stable", STABLE), ("new", CANDIDATE[kind])):
             for role in roles:
                 opts = dict(profile) if role != "prefill" else {k: v for k, v in profile.items()
                                                                 if k != "kv_failure_ratio"}
-                engines[(rev, role)] = start_engine(model=MODEL, role=role, side_channel_port=0,
-                                                    seed=seed * 7 + len(engines), **opts)
+                engines[(rev, role)] = Engine(model=MODEL, role=role, side_channel_port=0,
+                                              seed=seed * 7 + len(engines), **opts)
         targets.set(lws, [_group(e, lws, rev, role) for (rev, role), e in engines.items()])
         loads: list[Any] = []
         for i, rev in enumerate(("stable", "new")):
@@ -221,9 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(k, args.seed * 1000 + i) for i in range(args.runs) for k in kinds]
     t0 = time.monotonic()
     results: list[RunResult] = []
+    stopped = False
     with start_prometheus(scrape_interval_s=1.0) as prom:
         targets = Targets(prom)
-        with ThreadPoolExecutor(args.parallel) as pool:
+        pool = ThreadPoolExecutor(args.parallel)
+        try:
             for r in pool.map(lambda j: one_run(j[0], j[1], prom, targets), jobs):
                 results.append(r)
                 when = "" if r.decision_s is None else f"decided {r.decision_s:.1f} s after first request "
@@ -232,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.verbose:
                     for line in r.metrics.get("lines", []):
                         print("      " + line)
+        except KeyboardInterrupt:  # SIGINT: report the runs that finished
+            stopped = True
+        pool.shutdown(wait=not stopped, cancel_futures=True)
     print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s wall, {args.parallel} at a time, "
           f"seed {args.seed}")
     summary: dict[str, Any] = {}
@@ -252,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                          "decision_s": times, "failed_by": by}
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
+    if stopped:
+        print("stopped early (SIGINT): the figures cover the runs above", flush=True)
+        os._exit(0)  # runs in flight are abandoned with their engines' processes (stdin closes)
     return 0
 
 

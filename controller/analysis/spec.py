@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 
 from lwsflow.controller.analysis import expr
 from lwsflow.controller.errors import InvalidInput
@@ -134,7 +135,7 @@ class Compare(_Model):
 
 
 # a number of seconds or "30s": int-or-string in the RolloutPolicy CRD (its schema comes from here)
-_DURATION_SCHEMA: dict[str, object] = {"x-kubernetes-int-or-string": True}
+_DURATION_SCHEMA: JsonDict = {"x-kubernetes-int-or-string": True}
 Duration = Annotated[float, Field(gt=0, json_schema_extra=_DURATION_SCHEMA)]
 
 

@@ -67,3 +67,29 @@ def test_release_as_fast_as_stable_passes_analysis(env: Env, tmp_path: Path) -> 
     phases = [m["phase"] for m in first["analysis"]]
     assert len(phases) == 3 and "failed" not in phases and phases.count("successful") >= 2, phases
     assert "analysis skipped" in last["hooks"][0]  # no stable pod left to compare with at 100%
+
+
+def test_resume_takes_the_analysis_again(env: Env, tmp_path: Path) -> None:
+    """`rollout resume` does not remember the checks a run had (a spec file may not exist on the machine
+    that resumes; docs/rollout.md): given --analysis again, the resumed stage is analysed. A slower
+    release held at stage 1 by a failing hook (--no-rollback) is resumed with the analysis: it fails
+    it, and the rollout stays held (no-rollback is remembered) with the failed measurements reported."""
+    env.create_ready(STABLE)
+    mf, spec, rep = tmp_path / "new.yaml", tmp_path / "analysis.yaml", tmp_path / "resume.json"
+    mf.write_text(yaml.safe_dump(env.manifest(SLOWER)))
+    spec.write_text(yaml.safe_dump(SPEC))
+    common = ["-n", "default", "--kubeconfig", str(env.sim.kubeconfig)]
+    assert main(["rollout", "run", "lws/llama", *common, "--manifest", str(mf), "--stages", "1,100%",
+                 "--no-rollback", "--hook", "false"]) == 1
+    # bad input is refused before anything is written
+    assert main(["rollout", "resume", "lws/llama", *common, "--prometheus", "local"]) == 2
+    assert main(["rollout", "resume", "lws/llama", *common, "--analysis", str(tmp_path / "none.yaml"),
+                 "--prometheus", "local"]) == 2
+    with LoadGenerator(LoadSpec(model=MODEL, rate=40, seed=4, max_tokens=(2, 4)), env.endpoints):
+        rc = main(["rollout", "resume", "lws/llama", *common, "--analysis", str(spec), "--prometheus", "local",
+                   "--report", str(rep)])
+    report = json.loads(rep.read_text())
+    assert rc == 1, report["stages"]
+    first = report["stages"][0]
+    assert [m["phase"] for m in first["analysis"]] == ["failed", "failed"], first
+    assert "analysis failed" in first["hooks"][-1]
