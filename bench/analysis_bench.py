@@ -32,6 +32,8 @@ import contextlib
 import json
 import os
 import random
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -245,6 +247,41 @@ def _spread(xs: list[float]) -> str:
             f"min {xs[0]:.1f}, max {xs[-1]:.1f})")
 
 
+def parse_lines(text: str) -> list[RunResult]:
+    """The runs of an earlier run's printed lines (``--summarize``)."""
+    out = []
+    for m in _LINE.finditer(text):
+        by = [x.strip().strip("'") for x in m["by"].split(",") if x.strip()]
+        out.append(RunResult(m["kind"], int(m["seed"]), m["phase"],
+                             float(m["decided"]) if m["decided"] else None, {"failed_by": by}))
+    return out
+
+
+_LINE = re.compile(r"^  (?P<kind>\w+)\s+seed\s+(?P<seed>\d+): (?P<phase>\S+)\s+"
+                   r"(?:decided (?P<decided>[\d.]+) s after first request )?\[(?P<by>[^\]]*)\]", re.M)
+
+
+def summarize(kinds: list[str], results: list[RunResult], json_path: str) -> None:
+    summary: dict[str, Any] = {}
+    for kind in kinds:
+        rs = [r for r in results if r.kind == kind]
+        phases = {p: sum(r.phase == p for r in rs) for p in sorted({r.phase for r in rs})}
+        if kind == "good":
+            wrong = sum(r.phase != "successful" for r in rs)
+            print(f"good releases wrongly failed: {wrong} of {len(rs)} (target 0) {phases}")
+            summary[kind] = {"wrongly_failed": wrong, "runs": len(rs), "phases": phases}
+            continue
+        through = sum(r.phase == "successful" for r in rs)
+        times = [r.decision_s for r in rs if r.decision_s is not None]
+        by = sorted({m for r in rs for m in r.metrics.get("failed_by", [])})
+        print(f"bad releases ({kind}) that got through: {through} of {len(rs)} (target 0) {phases}; "
+              f"failed by {by}; first served request -> rollback decision: {_spread(times)}")
+        summary[kind] = {"got_through": through, "runs": len(rs), "phases": phases,
+                         "decision_s": times, "failed_by": by}
+    if json_path:
+        Path(json_path).write_text(json.dumps(summary, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
@@ -253,8 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--json", default="")
     ap.add_argument("--verbose", action="store_true", help="print every measurement")
+    ap.add_argument("--summarize", default="", help="only print the figures of an earlier run's output")
     args = ap.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.summarize:
+        summarize(kinds, parse_lines(Path(args.summarize).read_text()), args.json)
+        return 0
+    # a bench started in the background has SIGINT ignored: SIGTERM stops it too, with the figures
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     jobs = [(k, args.seed * 1000 + i) for i in range(args.runs) for k in kinds]
     t0 = time.monotonic()
     results: list[RunResult] = []
@@ -276,24 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         pool.shutdown(wait=not stopped, cancel_futures=True)
     print(f"\n{len(results)} runs in {time.monotonic() - t0:.0f} s wall, {args.parallel} at a time, "
           f"seed {args.seed}")
-    summary: dict[str, Any] = {}
-    for kind in kinds:
-        rs = [r for r in results if r.kind == kind]
-        phases = {p: sum(r.phase == p for r in rs) for p in sorted({r.phase for r in rs})}
-        if kind == "good":
-            wrong = sum(r.phase != "successful" for r in rs)
-            print(f"good releases wrongly failed: {wrong} of {len(rs)} (target 0) {phases}")
-            summary[kind] = {"wrongly_failed": wrong, "runs": len(rs), "phases": phases}
-            continue
-        through = sum(r.phase == "successful" for r in rs)
-        times = [r.decision_s for r in rs if r.decision_s is not None]
-        by = sorted({m for r in rs for m in r.metrics.get("failed_by", [])})
-        print(f"bad releases ({kind}) that got through: {through} of {len(rs)} (target 0) {phases}; "
-              f"failed by {by}; first served request -> rollback decision: {_spread(times)}")
-        summary[kind] = {"got_through": through, "runs": len(rs), "phases": phases,
-                         "decision_s": times, "failed_by": by}
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1))
+    summarize(kinds, results, args.json)
     if stopped:
         print("stopped early (SIGINT): the figures cover the runs above", flush=True)
         os._exit(0)  # runs in flight are abandoned with their engines' processes (stdin closes)
