@@ -86,8 +86,8 @@ def test_resume_takes_the_analysis_again(env: Env, tmp_path: Path) -> None:
     assert main(["rollout", "resume", "lws/llama", *common, "--analysis", str(tmp_path / "none.yaml"),
                  "--prometheus", "local"]) == 2
     with LoadGenerator(LoadSpec(model=MODEL, rate=40, seed=4, max_tokens=(2, 4)), env.endpoints):
-        rc = main(["rollout", "resume", "lws/llama", *common, "--analysis", str(spec), "--prometheus", "local",
-                   "--report", str(rep)])
+        rc = main(["rollout", "resume", "lws/llama", *common, "--analysis", str(spec),
+                   "--prometheus", "local", "--report", str(rep)])
     report = json.loads(rep.read_text())
     assert rc == 1, report["stages"]
     first = report["stages"][0]

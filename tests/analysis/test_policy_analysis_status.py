@@ -63,3 +63,22 @@ def test_policy_spec_takes_the_cli_analysis_spec_inline() -> None:
             "provider": {"prometheus": {"query": "x{revision=\"{{revision}}\"}"}},
             "compare": {"mode": "relative", "tolerance": 10}}]}})
     assert spec.analysis is not None and spec.analysis.metrics[0].initial_delay == 5.0
+
+
+def test_a_policy_analysis_without_an_analysis_wired_fails_every_stage() -> None:
+    """A controller built without the analysis factory (the CLI always wires it) must not pass a stage
+    unmeasured: the policy's analysis becomes a failing hook after each stage's checks."""
+    from lwsflow.controller.incluster.driver import options
+    from lwsflow.controller.rollout.hooks import HookContext, run_hook
+
+    spec = RolloutPolicySpec.model_validate({
+        "targetRef": {"kind": "LeaderWorkerSet", "name": "m"},
+        "stages": [{"groups": 1, "checks": [{"http": {"url": "http://127.0.0.1:1/"}}]}, {"groups": "100%"}],
+        "analysis": {"metrics": [{"name": "s", "provider": {"smoke": {}},
+                                  "successCondition": "result >= 1"}]}})
+    opts = options(spec, retry=False, smoke=None)
+    assert opts.stage_hooks is not None
+    assert [[getattr(h, "__name__", "") for h in hooks] for hooks in opts.stage_hooks] == [
+        ["http:http://127.0.0.1:1/", "analysis:unavailable"], ["analysis:unavailable"]]
+    res = run_hook(opts.stage_hooks[1][0], HookContext("LeaderWorkerSet", "default", "m", 2, 2, 2))
+    assert not res.ok and "no analysis" in res.detail
