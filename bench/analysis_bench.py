@@ -147,10 +147,12 @@ class PdTraffic:
             r = client.post(f"{self.p.url}/v1/completions", json={
                 "model": MODEL, "prompt": "the cache", "max_tokens": 1, "kv_transfer_params": dict(_PREFILL)})
             params = r.json().get("kv_transfer_params") if r.status_code == 200 else None
-            if params:
-                client.post(f"{self.d.url}/v1/completions", json={
-                    "model": MODEL, "prompt": "the cache", "max_tokens": self.rng.randint(2, 6),
-                    "kv_transfer_params": params})
+            if params:  # streamed, as a router streams to clients: ITL is observed per streamed token
+                with client.stream("POST", f"{self.d.url}/v1/completions", json={
+                        "model": MODEL, "prompt": "the cache", "max_tokens": self.rng.randint(2, 6),
+                        "stream": True, "kv_transfer_params": params}) as resp:
+                    for _ in resp.iter_lines():
+                        pass
         except httpx.HTTPError:
             pass
 
