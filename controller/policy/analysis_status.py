@@ -48,8 +48,10 @@ def measured(cur: Obj, stage: int, m: Measurement, now: str) -> Obj:
 def finished(cur: Obj, stage: int, metric_phases: dict[str, Phase | None], phase: str, message: str,
              now: str) -> Obj:
     """``cur`` with the stage's verdict (``phase``: Successful, Failed, Inconclusive or Skipped)."""
-    # a metric without a verdict was cut short (the analysis stops at the first failed metric)
-    metrics = [{**x, "phase": metric_phases.get(x["name"]) or "undecided"} for x in cur.get("metrics") or []]
+    # a metric without a verdict was cut short (the analysis stops at the first failed metric); a
+    # skipped stage measured nothing and leaves the last verdicts as they were
+    metrics = [x if phase == "Skipped" else {**x, "phase": metric_phases.get(x["name"]) or "undecided"}
+               for x in cur.get("metrics") or []]
     verdict = {"stage": stage, "phase": phase, "revision": cur.get("revision", ""),
                "stableRevision": cur.get("stableRevision", ""), "message": message[:500], "time": now}
     verdicts = [*(cur.get("verdicts") or []), verdict][-ANALYSIS_VERDICTS_LIMIT:]

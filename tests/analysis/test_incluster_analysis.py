@@ -77,7 +77,10 @@ def test_policy_analysis_passes_a_good_release_and_rolls_back_a_slower_one(env: 
     assert a["rolloutId"] == good["rolloutId"]
     assert [(v["stage"], v["phase"]) for v in a["verdicts"]] == [(1, "Successful"), (2, "Skipped")], a
     [metric] = a["metrics"]
-    assert metric["name"] == "ttft-p95" and metric["successful"] >= 3 and metric["failed"] == 0, metric
+    # three measurements at stage 1; failureLimit 1 lets one noisy window fail (the bench measures how
+    # often on a loaded machine: docs/analysis.md)
+    assert metric["name"] == "ttft-p95" and metric["phase"] == "successful", metric
+    assert metric["successful"] >= 2 and metric["successful"] + metric["failed"] == 3, metric
 
     assert bad["phase"] == "RolledBack", bad
     a = bad["analysis"]
