@@ -65,7 +65,8 @@ def test_release_as_fast_as_stable_passes_analysis(env: Env, tmp_path: Path) -> 
     assert rc == 0 and report["result"] == "succeeded"
     first, last = report["stages"]
     phases = [m["phase"] for m in first["analysis"]]
-    assert len(phases) == 3 and "failed" not in phases and phases.count("successful") >= 2, phases
+    # no inconclusive measurement; failureLimit 1 lets one noisy window fail on a loaded machine
+    assert len(phases) == 3 and "inconclusive" not in phases and phases.count("successful") >= 2, phases
     assert "analysis skipped" in last["hooks"][0]  # no stable pod left to compare with at 100%
 
 
