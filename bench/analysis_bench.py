@@ -244,7 +244,7 @@ def _spread(xs: list[float]) -> str:
     if not xs:
         return "-"
     xs = sorted(xs)
-    q = statistics.quantiles(xs, n=10) if len(xs) >= 2 else [xs[0]] * 9
+    q = statistics.quantiles(xs, n=10, method="inclusive") if len(xs) >= 2 else [xs[0]] * 9
     return (f"median {statistics.median(xs):.1f} s (p10 {q[0]:.1f}, p90 {q[-1]:.1f}, "
             f"min {xs[0]:.1f}, max {xs[-1]:.1f})")
 
