@@ -22,8 +22,9 @@ def begin(old: Obj | None, rollout_id: str, stage: int, revision: str, stable: s
     """The status as a stage's analysis starts (``stage`` 1-based)."""
     cur: Obj = dict(old) if old and old.get("rolloutId") == rollout_id else {
         "rolloutId": rollout_id, "metrics": [], "verdicts": []}
+    # the metrics keep their last verdict until this stage's (a skipped stage gives none)
     return {**cur, "stage": stage, "phase": "Running", "revision": revision, "stableRevision": stable,
-            "metrics": [{**m, "phase": ""} for m in cur.get("metrics") or []]}
+            "metrics": list(cur.get("metrics") or [])}
 
 
 def measured(cur: Obj, stage: int, m: Measurement, now: str) -> Obj:

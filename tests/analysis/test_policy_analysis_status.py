@@ -41,7 +41,7 @@ def test_next_stage_keeps_counts_a_new_rollout_starts_afresh() -> None:
     cur = ast.finished(cur, 1, {"ttft-p95": "successful"}, "Successful", "", NOW)
     second = ast.measured(ast.begin(cur, "r1", 2, "new", "old", NOW), 2, _m(1, "failed", 0.07), NOW)
     [metric] = second["metrics"]
-    assert (metric["successful"], metric["failed"], metric["phase"]) == (1, 1, "")
+    assert (metric["successful"], metric["failed"], metric["phase"]) == (1, 1, "successful")
     assert second["stage"] == 2 and second["phase"] == "Running" and len(second["verdicts"]) == 1
     fresh = ast.begin(second, "r2", 1, "newer", "new", NOW)
     assert fresh["metrics"] == [] and fresh["verdicts"] == [] and fresh["rolloutId"] == "r2"
