@@ -15,9 +15,12 @@ runs its own Prometheus, the hook rewrites its file_sd targets from the pods bef
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lwsflow.components.prometheus import Prometheus
+from lwsflow.controller.analysis.evaluate import Measurement
+from lwsflow.controller.analysis.providers import SmokeMeasure
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
@@ -83,9 +86,15 @@ def targets(kube: Kube, ctx: HookContext) -> list[RoleTarget]:
     return [RoleTarget(ctx.name, _label(ctx.obj, L.ROLE) or "aggregated", new, stable, pods)]
 
 
+# (stage context, the run's arguments, the measurement just taken): the policy status and Events
+OnMeasurement = Callable[[HookContext, dict[str, str], Measurement], None]
+
+
 def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
-                  prometheus: Prometheus | None = None) -> Hook:
-    """The stage hook for LeaderWorkerSet, P/D-pair and DisaggregatedSet targets."""
+                  prometheus: Prometheus | None = None, *, smoke: SmokeMeasure | None = None,
+                  on_measurement: OnMeasurement | None = None) -> Hook:
+    """The stage hook for LeaderWorkerSet, P/D-pair and DisaggregatedSet targets. ``smoke`` wires the
+    smoke provider; ``on_measurement`` sees each measurement as it is taken."""
     remembered: dict[tuple[str, str], str] = {}  # (lws, role) -> stable revision seen at an earlier stage
     needs_stable = any(m.compare for m in spec.metrics)
 
@@ -97,7 +106,7 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
         roles = targets(kube, ctx)
         if prometheus is not None:  # our own Prometheus: scrape the serving pods before measuring
             all_pods, _ = kube.list(POD, ctx.namespace)
-            groups = prometheus.sync_from_pods(all_pods)
+            groups = prometheus.sync_from_pods(all_pods, namespace=ctx.namespace)
             want = {(t.lws, t.role) for t in roles}
             names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups
                      if (g["labels"]["lws"], g["labels"]["role"]) in want}
@@ -114,7 +123,8 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
                 continue
             args = {"revision": t.new, "stable_revision": stable, "namespace": ctx.namespace, "lws": t.lws,
                     "role": t.role}
-            res = run_analysis(spec, args, provider_measure(prometheus_url))
+            seen = None if on_measurement is None else (lambda m, a=args: on_measurement(ctx, a, m))
+            res = run_analysis(spec, args, provider_measure(prometheus_url, smoke), on_measurement=seen)
             summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
             details.append(f"analysis {res.phase}{' (' + who + ')' if who else ''} ({t.new} vs {stable}): "
                            f"{summary}")

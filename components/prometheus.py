@@ -88,23 +88,29 @@ def active_targets(url: str) -> list[dict[str, Any]]:
     return targets
 
 
-def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
-    """Wait until every (pod, revision) in ``pods`` is an active, scraped target (a group's pod keeps
-    its name across revisions, so the name alone would match the old target). Prometheus's discovery
-    manager hands new targets to the scrapers at most every 5 s, so a just-written target file
-    takes up to ~6 s to be scraped (see docs/analysis.md, the time rule)."""
+def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20.0, scrapes: int = 2) -> bool:
+    """Wait until every (pod, revision) in ``pods`` is an active target scraped successfully
+    ``scrapes`` times while we watched (a group's pod keeps its name across revisions, so the name
+    alone would match the old target). Two scrapes because ``rate()`` needs two samples in its
+    window: after one, every query of a new pod is "no data". Prometheus's discovery hands new
+    targets to the scrapers at most every 5 s, so a just-written target file takes up to ~6 s to
+    be scraped (docs/analysis.md, the time rule)."""
     deadline = time.monotonic() + timeout_s
+    seen: dict[tuple[str, str], set[str]] = {p: set() for p in pods}
     while True:
         try:
-            seen = {(t["labels"].get("pod"), t["labels"].get("revision")) for t in active_targets(url)
-                    if t.get("lastScrape", "") and not t["lastScrape"].startswith("0001")}
+            for t in active_targets(url):
+                key = (t["labels"].get("pod"), t["labels"].get("revision"))
+                last = t.get("lastScrape", "")
+                if key in seen and t.get("health") == "up" and last and not last.startswith("0001"):
+                    seen[key].add(last)
         except (httpx.HTTPError, KeyError, ValueError):
-            seen = set()
-        if pods <= seen:
+            pass
+        if all(len(v) >= scrapes for v in seen.values()):
             return True
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def _free_port() -> int:
@@ -124,6 +130,8 @@ class Prometheus:
     proc: subprocess.Popen[bytes] = field(repr=False)
     _own_dir: bool = field(default=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _groups: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def follow(self, list_pods: Callable[[], list[dict[str, Any]]], every_s: float = 1.0) -> None:
         """Keep the targets in step with ``list_pods()`` in a background thread until ``stop()``
@@ -138,19 +146,33 @@ class Prometheus:
         threading.Thread(target=loop, name="prometheus-targets", daemon=True).start()
 
     def set_targets(self, groups: list[dict[str, Any]]) -> None:
-        write_targets(self.targets_path, groups)
+        with self._lock:
+            self._groups = list(groups)
+            write_targets(self.targets_path, groups)
 
-    def sync_from_pods(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rewrite the targets from a pod list (e.g. ``Kube.list(POD, ns)``); returns the groups."""
+    def sync_from_pods(self, pods: list[dict[str, Any]],
+                       namespace: str | None = None) -> list[dict[str, Any]]:
+        """Rewrite the targets from a pod list (e.g. ``Kube.list(POD, ns)``); returns the groups.
+        With ``namespace`` only that namespace's targets are replaced (``pods`` are its pods), so
+        rollouts in several namespaces share one Prometheus."""
         groups = serving_targets(pods)
-        self.set_targets(groups)
+        with self._lock:
+            if namespace is not None:
+                groups = [g for g in groups if g["labels"]["namespace"] == namespace]
+                keep = [g for g in self._groups if g["labels"]["namespace"] != namespace]
+                self._groups = sorted(keep + groups, key=lambda g: (g["labels"]["namespace"],
+                                                                    g["labels"]["pod"]))
+            else:
+                self._groups = groups
+            write_targets(self.targets_path, self._groups)
         return groups
 
     def active_targets(self) -> list[dict[str, Any]]:
         return active_targets(self.url)
 
-    def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0) -> bool:
-        return wait_for_targets(self.url, pods, timeout_s)
+    def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0,
+                         scrapes: int = 2) -> bool:
+        return wait_for_targets(self.url, pods, timeout_s, scrapes)
 
     def stop(self) -> None:
         self._stop.set()

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.controller.errors import Conflict
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
+from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from reliability.rollout_env import NS, Env
 
 
@@ -54,3 +62,41 @@ def running(ctl: Controller) -> Iterator[Controller]:
     finally:
         ctl.stop.set()
         t.join(timeout=10)
+
+
+OVERLAY = repo_root() / "overlays" / "controller"
+SYSTEM_NS = "lwsflow-system"
+RBAC_FILES = ("serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml", "role.yaml",
+              "rolebinding.yaml")
+
+
+def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = None) -> Path:
+    """kubectl apply the RBAC part of overlays/controller (optionally with one verb taken out of the
+    rule naming a resource), then a kubeconfig for the controller's ServiceAccount. ``env`` has
+    ``kube`` (admin) and ``kubeconfig``."""
+    from lwsflow.pipelines.cli import main
+
+    with contextlib.suppress(Conflict):  # namespaces must exist first, as on a real cluster
+        env.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": SYSTEM_NS}})
+    folder = tmp_path / "controller-rbac"
+    folder.mkdir()
+    for name in RBAC_FILES:
+        shutil.copyfile(OVERLAY / name, folder / name)
+    if drop is not None:
+        resource, verb = drop
+        role = load_yaml_documents(folder / "clusterrole.yaml")[0]
+        rules = [r for r in role["rules"] if resource in r["resources"]]
+        assert rules and verb in rules[0]["verbs"], (resource, verb)
+        rules[0]["verbs"].remove(verb)
+        (folder / "clusterrole.yaml").write_text(dump_yaml(role))
+    (folder / "kustomization.yaml").write_text(dump_yaml({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": SYSTEM_NS,
+        "resources": list(RBAC_FILES)}))
+    kubectl = Path(sys.executable).parent / "kubectl"
+    proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k", str(folder)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    sa = tmp_path / "controller-sa.kubeconfig"
+    assert main(["sim", "token", "lwsflow-controller", "-n", SYSTEM_NS, "--kubeconfig", str(env.kubeconfig),
+                 "--kubeconfig-out", str(sa)]) == 0
+    return sa

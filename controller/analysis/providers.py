@@ -1,4 +1,6 @@
-"""Where measurements come from: a Prometheus instant query, an HTTP JSON value, or a command's output.
+"""Where measurements come from: a Prometheus instant query, the smoke test, an HTTP JSON value, or a
+command's output. The smoke test is a component (``controller`` must not import ``components``), so
+its provider is a callable the caller wires in (``SmokeMeasure``; ``components/analysis_smoke.py``).
 
 Each returns one number or ``None`` (no data yet); ``ProviderError`` carries a one-line reason that
 makes the measurement inconclusive rather than crashing the analysis.
@@ -8,12 +10,16 @@ from __future__ import annotations
 
 import math
 import subprocess
+from collections.abc import Callable
 
 import httpx
 
-from lwsflow.controller.analysis.spec import CommandProvider, HttpProvider, render
+from lwsflow.controller.analysis.spec import CommandProvider, HttpProvider, SmokeProvider, render
 
 _TIMEOUT_S = 10.0
+
+SmokeMeasure = Callable[[SmokeProvider, dict[str, str]], "float | None"]
+"""(provider, args) -> the smoke value for ``args['namespace']``/``args['lws']``; raises ProviderError."""
 
 
 class ProviderError(Exception):

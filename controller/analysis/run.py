@@ -10,7 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lwsflow.controller.analysis import evaluate as ev
-from lwsflow.controller.analysis.providers import ProviderError, command_value, http_value, prometheus_value
+from lwsflow.controller.analysis.providers import (
+    ProviderError,
+    SmokeMeasure,
+    command_value,
+    http_value,
+    prometheus_value,
+)
 from lwsflow.controller.analysis.spec import AnalysisSpec, Metric, check_args, promql_duration, render
 from lwsflow.controller.errors import InvalidInput
 
@@ -29,8 +35,9 @@ class AnalysisResult:
                 "measurements": [m.as_dict() for m in self.measurements]}
 
 
-def provider_measure(prometheus: str | None) -> Measure:
-    """The real providers; ``prometheus`` is the default address for prometheus metrics."""
+def provider_measure(prometheus: str | None, smoke: SmokeMeasure | None = None) -> Measure:
+    """The real providers; ``prometheus`` is the default address for prometheus metrics, ``smoke``
+    runs the smoke test (wired by the caller; without it a smoke metric is inconclusive)."""
     def measure(metric: Metric, args: dict[str, str]) -> tuple[float | None, float | None]:
         p = metric.provider
         if p.prometheus:
@@ -45,6 +52,10 @@ def provider_measure(prometheus: str | None) -> Measure:
                               lws=args.get("stable_lws") or args.get("lws", ""))
                 baseline = prometheus_value(address, render(p.prometheus.query, stable))
             return value, baseline
+        if p.smoke:
+            if smoke is None:
+                raise ProviderError("the smoke provider is not wired here")
+            return smoke(p.smoke, args), None
         if p.http:
             return http_value(p.http, args), None
         assert p.command is not None

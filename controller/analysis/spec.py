@@ -23,6 +23,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 
 from lwsflow.controller.analysis import expr
 from lwsflow.controller.api.duration import duration_seconds
@@ -59,24 +60,47 @@ class CommandProvider(_Model):
     timeout: float = Field(60.0, gt=0)
 
 
+class SmokeProvider(_Model):
+    """The smoke test (components/smoke) against the new revision's serving pods of ``{{lws}}``:
+    the value is the share of checks that passed (0..1), or with ``check`` that check's share, or
+    with ``check`` and ``figure`` the worst (largest) of that figure over the pods (e.g. ``check:
+    stream-latency``, ``figure: ttft_s``); no such check or figure: no data."""
+
+    check: str = ""
+    figure: str = ""
+    timeout: float = Field(120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _figure_needs_check(self) -> SmokeProvider:
+        if self.figure and not self.check:
+            raise ValueError("figure needs check (the smoke check that measures it)")
+        return self
+
+
 class Provider(_Model):
     prometheus: PrometheusProvider | None = None
+    smoke: SmokeProvider | None = None
     http: HttpProvider | None = None
     command: CommandProvider | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Provider:
-        if sum(p is not None for p in (self.prometheus, self.http, self.command)) != 1:
-            raise ValueError("give exactly one of prometheus, http, command")
+        if sum(p is not None for p in (self.prometheus, self.smoke, self.http, self.command)) != 1:
+            raise ValueError("give exactly one of prometheus, smoke, http, command")
         return self
 
     @property
     def kind(self) -> str:
-        return "prometheus" if self.prometheus else ("http" if self.http else "command")
+        for kind in ("prometheus", "smoke", "http", "command"):
+            if getattr(self, kind) is not None:
+                return kind
+        raise AssertionError("validated: one provider is set")
 
     def templates(self) -> list[str]:
         if self.prometheus:
             return [self.prometheus.query]
+        if self.smoke:
+            return []
         if self.http:
             return [self.http.url]
         assert self.command is not None
@@ -100,7 +124,9 @@ class Compare(_Model):
         return f"result >= {bound}"
 
 
-Duration = Annotated[float, Field(gt=0)]
+# a number of seconds or "30s": int-or-string in the RolloutPolicy CRD (its schema comes from here)
+_DURATION_SCHEMA: JsonDict = {"x-kubernetes-int-or-string": True}
+Duration = Annotated[float, Field(gt=0, json_schema_extra=_DURATION_SCHEMA)]
 
 
 class Metric(_Model):
@@ -113,7 +139,7 @@ class Metric(_Model):
     count: int = Field(1, ge=1, le=1000)
     failure_limit: int = Field(0, ge=0, alias="failureLimit")
     inconclusive_limit: int = Field(0, ge=0, alias="inconclusiveLimit")
-    initial_delay: float = Field(0.0, ge=0, alias="initialDelay")
+    initial_delay: float = Field(0.0, ge=0, alias="initialDelay", json_schema_extra=_DURATION_SCHEMA)
 
     @field_validator("interval", "initial_delay", mode="before")
     @classmethod

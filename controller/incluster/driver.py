@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
+from lwsflow.controller.incluster.analysis import unavailable_hook
 from lwsflow.controller.kube import watch
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, Resource
@@ -66,15 +67,21 @@ def _counted(hook: Hook, on_check: Callable[[str, bool], None]) -> Hook:
 
 
 def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
-            on_check: Callable[[str, bool], None] | None = None) -> RolloutOptions:
-    """The engine options of a policy (stages, per-stage bake and checks, deadline, onFailure)."""
+            on_check: Callable[[str, bool], None] | None = None,
+            analysis: Hook | None = None) -> RolloutOptions:
+    """The engine options of a policy (stages, per-stage bake and checks, deadline, onFailure);
+    ``analysis`` runs after every stage's checks when the policy has an analysis."""
     gated = any(s.pause is not None for s in spec.stages)
     report = on_check or (lambda _d, _ok: None)
+    after: list[Hook] = []
+    if spec.analysis is not None:
+        after = [analysis if analysis is not None else unavailable_hook()]
     return RolloutOptions(
         stages=spec.stages_text(), deadline_s=duration_seconds(spec.progressDeadline),
         no_rollback=spec.onFailure == "hold", retry=retry, chain_partitions=not gated,
         stage_bakes=[duration_seconds(s.bake) for s in spec.stages],
-        stage_hooks=[[_counted(check_hook(c, smoke), report) for c in s.checks] for s in spec.stages])
+        stage_hooks=[[*(_counted(check_hook(c, smoke), report) for c in s.checks), *after]
+                     for s in spec.stages])
 
 
 @dataclass
@@ -92,9 +99,10 @@ class Driver:
                  retry: bool = False, smoke: SmokeFactory | None = None,
                  stop: threading.Event | None = None,
                  on_gate: Callable[[int, float], None] | None = None,
-                 on_check: Callable[[str, bool], None] | None = None) -> None:
+                 on_check: Callable[[str, bool], None] | None = None,
+                 analysis: Hook | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
-        self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check)
+        self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
         self.on_gate = on_gate or (lambda _k, _s: None)  # (stage, wall seconds waited)
         self.ref = spec.targetRef

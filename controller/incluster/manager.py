@@ -26,6 +26,7 @@ from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
+from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
 from lwsflow.controller.incluster.driver import Driver, SmokeFactory, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.metrics import Metrics
@@ -61,6 +62,7 @@ class Controller:
     metrics: Metrics = field(default_factory=Metrics)
     notifier: Notifier | None = None
     smoke: SmokeFactory | None = None
+    analysis: AnalysisFactory | None = None  # the policies' analysis hook (wired by the CLI)
     resync_s: float = 2.0
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -122,7 +124,8 @@ class Controller:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(["spec", *(str(x) for x in err["loc"])])
-            self._write_status(policy, {**old, "phase": "Failed", "message": f"{where}: {err['msg']}",
+            self._write_status(policy, {**pstatus.derived(old), "phase": "Failed",
+                                        "message": f"{where}: {err['msg']}",
                                         "observedGeneration": meta.get("generation", 0)})
             return
         if spec.strategy == "blue-green":  # GitOps syncs one pair in place; blue-green needs two
@@ -135,7 +138,7 @@ class Controller:
         try:
             objs = self._targets(ns, spec)
         except (NotFound, InvalidInput) as exc:
-            self._write_status(policy, {**old, "phase": "Idle", "message": f"target: {exc}",
+            self._write_status(policy, {**pstatus.derived(old), "phase": "Idle", "message": f"target: {exc}",
                                         "observedGeneration": meta.get("generation", 0)})
             return
         obj = objs[0]
@@ -144,7 +147,7 @@ class Controller:
             self.workers.pop(key, None)
             retry = self._decide(policy, spec, objs)
             if retry is not None:
-                self._start_worker(key, ns, spec, objs, retry)
+                self._start_worker(key, policy, spec, objs, retry)
         new = pstatus.compute(spec, obj, int(meta.get("generation", 0)), old,
                               state.iso(self.clock.now()), others=objs[1:])
         self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
@@ -201,7 +204,13 @@ class Controller:
             "annotations": {LAST_GOOD: state.pack(state.template_of(obj))}}}, field_manager=L.FIELD_MANAGER)
         log.info("%s/%s: adopted the running template as stable", meta["namespace"], meta["name"])
 
-    def _start_worker(self, key: str, ns: str, spec: RolloutPolicySpec, objs: list[Obj], retry: bool) -> None:
+    def _start_worker(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
+                      retry: bool) -> None:
+        ns = policy["metadata"]["namespace"]
+        analysis = None
+        if spec.analysis is not None and self.analysis is not None:
+            rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now)
+            analysis = recorded_hook(self.analysis, rec)
         def on_gate(stage: int, waited: float) -> None:
             self.metrics.gate_wait.labels(gate="manual").observe(waited)
 
@@ -211,7 +220,7 @@ class Controller:
         def work() -> None:
             try:
                 out = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
-                             on_gate=on_gate, on_check=on_check).run()
+                             on_gate=on_gate, on_check=on_check, analysis=analysis).run()
                 if out is not None:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)

@@ -10,6 +10,8 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
   ``pause: {}`` is a manual gate *before* the stage starts, passed by ``kubectl lwsflow promote``.
 - ``onFailure: hold`` keeps the canary groups and pauses for a human instead of rolling back.
 - the notification webhook URL lives in a Secret (``secretKeyRef``): a URL is a credential for Slack.
+- ``analysis`` is the analysis spec of ``lwsflow rollout --analysis`` (the same model), inline; the
+  controller runs it after every stage's checks and records it in ``status.analysis`` (bounded).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api.duration import PATTERN, duration_seconds
 from lwsflow.controller.api.intstr import parse_percent
 
@@ -31,6 +34,8 @@ PHASES = ("Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "
 Phase = Literal["Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack",
                 "Failed", "Aborted"]
 HISTORY_LIMIT = 5
+ANALYSIS_MEASUREMENTS_LIMIT = 10  # per metric, in status.analysis
+ANALYSIS_VERDICTS_LIMIT = 10
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -141,6 +146,7 @@ class RolloutPolicySpec(_Model):
     progressDeadline: Duration = "30m"
     onFailure: Literal["rollback", "hold"] = "rollback"
     notifications: Notifications | None = None
+    analysis: AnalysisSpec | None = None  # run after every stage's checks (docs/analysis.md)
 
     @field_validator("progressDeadline")
     @classmethod
@@ -204,6 +210,51 @@ class RolloutRecord(_Model):
     message: str = ""
 
 
+class AnalysisMeasurementStatus(_Model):
+    """One measurement (``controller/analysis/evaluate.Measurement``) at a stage."""
+
+    stage: int
+    index: int
+    phase: Literal["successful", "failed", "inconclusive"]
+    value: float | None = None
+    baseline: float | None = None
+    detail: str = ""
+    time: str = ""
+
+
+class AnalysisMetricStatus(_Model):
+    """A metric over the current rollout: counts of every measurement, the last few in full."""
+
+    name: str
+    phase: str = ""  # the verdict at the latest stage that measured it ("" while running)
+    successful: int = 0
+    failed: int = 0
+    inconclusive: int = 0
+    measurements: list[AnalysisMeasurementStatus] = Field(default_factory=list,
+                                                          max_length=ANALYSIS_MEASUREMENTS_LIMIT)
+
+
+class AnalysisVerdict(_Model):
+    stage: int
+    phase: Literal["Successful", "Failed", "Inconclusive", "Skipped"]
+    revision: str = ""
+    stableRevision: str = ""
+    message: str = ""
+    time: str = ""
+
+
+class AnalysisStatus(_Model):
+    """The analysis of the current (or last) rollout: what the controller measured and decided."""
+
+    rolloutId: str = ""
+    stage: int = 0
+    phase: Literal["Running", "Successful", "Failed", "Inconclusive", "Skipped"] = "Running"
+    revision: str = ""
+    stableRevision: str = ""
+    metrics: list[AnalysisMetricStatus] = Field(default_factory=list)
+    verdicts: list[AnalysisVerdict] = Field(default_factory=list, max_length=ANALYSIS_VERDICTS_LIMIT)
+
+
 class RolloutPolicyStatus(_Model):
     observedGeneration: int = 0
     phase: Phase = "Idle"
@@ -218,6 +269,7 @@ class RolloutPolicyStatus(_Model):
     promotedStage: int = 0
     conditions: list[Condition] = Field(default_factory=list)
     history: list[RolloutRecord] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+    analysis: AnalysisStatus | None = None  # written by the rollout's driver, not derived
 
 
 class RolloutPolicy(_Model):

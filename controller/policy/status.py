@@ -83,9 +83,16 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     }
 
 
+def derived(s: Obj) -> Obj:
+    """The part of a status this module derives: all but ``analysis``, which the rollout's driver
+    writes (``policy/analysis_status.py``); a status write leaves it to the driver."""
+    return {k: v for k, v in s.items() if k != "analysis"}
+
+
 def same(a: Obj, b: Obj) -> bool:
-    """Equal but for condition timestamps (so an unchanged status is not rewritten)."""
+    """Equal but for condition timestamps and the driver's ``analysis`` (so an unchanged status is not
+    rewritten)."""
     def strip(s: Obj) -> Obj:
-        return {**s, "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"}
-                                    for c in s.get("conditions") or []]}
+        return {**derived(s), "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                                             for c in s.get("conditions") or []]}
     return strip(a) == strip(b)

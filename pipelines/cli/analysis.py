@@ -35,11 +35,12 @@ def run(
     stable_revision: Annotated[str, typer.Option(help="the stable revision to compare with")] = "",
     prometheus: Annotated[str, typer.Option(help="Prometheus base URL")] = "",
     namespace: Annotated[str, typer.Option("--namespace", "-n", envvar="LWSFLOW_NAMESPACE")] = "default",
-    kubeconfig: Annotated[str | None, typer.Option(help="for --revision auto")] = None,
     role: Annotated[str, typer.Option(help="the role ({{role}}): aggregated, prefill, decode")] = (
         "aggregated"),
     window: Annotated[str, typer.Option(help="the {{window}} range, e.g. 30s (default: each interval)")] = "",
     json_out: Annotated[bool, typer.Option("--json", help="print the result as one JSON document")] = False,
+    kubeconfig: Annotated[str | None, typer.Option(help="for --revision auto and smoke metrics: default "
+                                                    "$KUBECONFIG, else in-cluster")] = None,
 ) -> int:
     """Run an analysis on its own and print each measurement and the verdict."""
     from lwsflow.controller.analysis.run import check_inputs, provider_measure, run_analysis
@@ -66,7 +67,9 @@ def run(
     if not prometheus and any(m.provider.prometheus and not m.provider.prometheus.address
                               for m in doc.metrics):
         raise InvalidInput("the spec has prometheus metrics; give --prometheus URL", field="--prometheus")
-    res = run_analysis(doc, args, provider_measure(prometheus or None),
+    from lwsflow.components.analysis_smoke import smoke_measure
+
+    res = run_analysis(doc, args, provider_measure(prometheus or None, smoke_measure(kubeconfig)),
                        on_measurement=None if json_out else (lambda m: print(m.line(), flush=True)))
     if json_out:
         print(json.dumps(res.as_dict(), sort_keys=True))

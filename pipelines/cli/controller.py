@@ -2,7 +2,7 @@
 
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
         [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
-        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH]
+        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local]
 
 Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts; a replica
 that loses the lease exits (its Deployment restarts it as a standby).
@@ -16,14 +16,17 @@ import socket
 import sys
 import threading
 import uuid
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
+    from lwsflow.components.prometheus import Prometheus
+    from lwsflow.controller.incluster.analysis import AnalysisFactory
     from lwsflow.controller.incluster.driver import SmokeFactory
+    from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.policy.model import SmokeCheck
     from lwsflow.controller.rollout.hooks import Hook
 
@@ -56,6 +59,9 @@ def run(
     = "127.0.0.1:8081",
     kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
     resync: Annotated[str, typer.Option(help="full reconcile at least this often")] = "2s",
+    prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
+                                                    "'local' to run one here that scrapes the watched pods")]
+    = None,
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
     from lwsflow.controller.api.duration import parse_duration
@@ -88,8 +94,11 @@ def run(
     leader = LeaderElector(kube, lease_namespace, lease_name, identity, lease_duration_s=lease_s,
                            renew_deadline_s=lease_s * 2 / 3, retry_period_s=lease_s / 5,
                            on_lost=lost) if leader_elect else None
-    ctl = Controller(kube, clock, namespace=None if all_namespaces else (namespace or "default"),
+    watched = None if all_namespaces else (namespace or "default")
+    local = _local_prometheus(kube, watched) if prometheus == "local" else None
+    ctl = Controller(kube, clock, namespace=watched,
                      leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
+                     analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
                      resync_s=resync_s, stop=stop)
     mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=lambda: True).start()
     hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
@@ -106,10 +115,37 @@ def run(
     signal.signal(signal.SIGINT, on_signal)
     if leader is not None:
         threading.Thread(target=leader.run, name="leader", daemon=True).start()
-    ctl.run()
+    try:
+        ctl.run()
+    finally:
+        if local is not None:
+            local.stop()
     if leader is not None:
         leader.stop(release=True)
     return 0
+
+
+def _local_prometheus(kube: Kube, namespace: str | None) -> Prometheus:
+    """A Prometheus on 127.0.0.1 scraping the serving pods of the watched namespace(s)."""
+    from lwsflow.components.prometheus import start_prometheus
+    from lwsflow.controller.kube.resources import POD
+
+    prom = start_prometheus()
+    prom.follow(lambda: kube.list(POD, namespace)[0])
+    print(f"lwsflow controller: analysis Prometheus {prom.url}", flush=True)
+    return prom
+
+
+def _analysis(kube: Kube, kubeconfig: str | None, prometheus_url: str | None,
+              local: Prometheus | None) -> AnalysisFactory:
+    """The policies' analysis hook: `lwsflow rollout --analysis`'s, with the smoke provider."""
+    from lwsflow.components.analysis_hook import analysis_hook
+    from lwsflow.components.analysis_smoke import smoke_measure
+
+    def factory(spec: Any, on_measurement: Any) -> Hook:
+        return analysis_hook(spec, kube, prometheus_url, local, smoke=smoke_measure(kubeconfig),
+                             on_measurement=on_measurement)
+    return factory
 
 
 def _smoke(kubeconfig: str | None) -> SmokeFactory:

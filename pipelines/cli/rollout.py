@@ -7,6 +7,7 @@
         [--strategy partition|blue-green] [--weights 10,50,100]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
+        [--analysis SPEC --prometheus URL|local]
     lwsflow rollout abort TARGET -n NS [--report FILE]
 
 ``lwsflow rollout TARGET ...`` (no subcommand) is ``rollout run TARGET ...``. Every subcommand checks
@@ -17,6 +18,7 @@ Exit codes: 0 rolled out, 1 rolled back / failed / paused / aborted, 2 bad input
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,6 +32,8 @@ from typer.core import TyperGroup
 from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from typer._click import Context
 
     from lwsflow.controller.kube.client import Kube
@@ -76,6 +80,10 @@ Report = Annotated[str | None, typer.Option(help="write the JSON report here")]
 Smoke = Annotated[bool, typer.Option("--smoke", help="smoke-test the target after each stage")]
 Hooks = Annotated[list[str] | None, typer.Option("--hook", help="command after each stage (exit 0 passes)")]
 Probes = Annotated[list[str] | None, typer.Option("--probe", help="URL probed after each stage (2xx passes)")]
+Analysis = Annotated[str | None, typer.Option(help="analysis spec (file or vllm/sglang template) after "
+                                              "each stage")]
+PrometheusOpt = Annotated[str | None, typer.Option("--prometheus", help="Prometheus URL for --analysis, or "
+                                                   "'local' to run one here (scripts/setup installs it)")]
 # Only `run` takes a manifest; the others accept the option hidden, to refuse it by name (exit 2)
 # instead of click's generic "no such option" or, as before, silently ignoring it.
 NoManifest = Annotated[str | None, typer.Option("--manifest", hidden=True)]
@@ -99,10 +107,8 @@ def run(
     smoke: Smoke = False,
     hook: Hooks = None,
     probe: Probes = None,
-    analysis: Annotated[str | None, typer.Option(help="analysis spec (file or vllm/sglang template) "
-                                                  "after each stage")] = None,
-    prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for --analysis, or 'local' to "
-                                                    "run one here (scripts/setup installs it)")] = None,
+    analysis: Analysis = None,
+    prometheus: PrometheusOpt = None,
     pd_probe: Annotated[bool, typer.Option("--pd-probe", help="pair/ds: before revisions mix, hand KV off "
                                            "new prefill -> old decode and the reverse (a canary group per "
                                            "role)")] = False,
@@ -142,10 +148,21 @@ def run(
         from lwsflow.components.pd_probe import pd_probe as make_probe
 
         opts.pd_probe = make_probe(kube)
-    if spec is None:
+    with _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
         return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
                      strategy=strategy, weights=weight_list)
+
+
+@contextlib.contextmanager
+def _analysis(spec: Any, prometheus: str | None, kube: Kube, kubeconfig: str | None, tgt: Target,
+              opts: RolloutOptions) -> Iterator[None]:
+    """Add the analysis hook to ``opts`` (with a local Prometheus for ``--prometheus local``) for the
+    duration of the rollout; nothing when ``spec`` is None."""
+    if spec is None:
+        yield
+        return
     from lwsflow.components.analysis_hook import analysis_hook
+    from lwsflow.components.analysis_smoke import smoke_measure
     from lwsflow.components.prometheus import start_prometheus
     from lwsflow.controller.kube.resources import POD
 
@@ -153,9 +170,9 @@ def run(
     try:
         if local is not None:
             local.follow(lambda: kube.list(POD, tgt.namespace)[0])
-        opts.hooks.append(analysis_hook(spec, kube, local.url if local else prometheus, local))
-        return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
-                     strategy=strategy, weights=weight_list)
+        opts.hooks.append(analysis_hook(spec, kube, local.url if local else prometheus, local,
+                                        smoke=smoke_measure(kubeconfig)))
+        yield
     finally:
         if local is not None:
             local.stop()
@@ -239,18 +256,24 @@ def pause(target: Target_ = None, namespace: Namespace = "default", kubeconfig: 
 @rollout_app.command("resume")
 def resume(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
            report: Report = None, smoke: Smoke = False, hook: Hooks = None, probe: Probes = None,
-           manifest: NoManifest = None) -> int:
-    """Continue a paused rollout with the stages, bake and deadline it was started with."""
+           manifest: NoManifest = None, analysis: Analysis = None, prometheus: PrometheusOpt = None) -> int:
+    """Continue a paused rollout with the stages, bake and deadline it was started with.
+
+    The checks are not remembered (they may name local files): give --smoke, --hook, --probe and
+    --analysis again, as with `run`.
+    """
     from lwsflow.controller.rollout import session
     from lwsflow.controller.rollout.engine import RolloutOptions
 
     tgt = _target("resume", target, namespace, manifest)
     opts = RolloutOptions()
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
+    spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
     kube, clock = _connect(kubeconfig)
     opts = session.options_from_state(kube, tgt, opts)  # refuses before writing when none is active
     session.set_flags(kube, clock.now(), tgt, paused=False)
-    return _roll(kube, clock, tgt, opts, report)
+    with _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
+        return _roll(kube, clock, tgt, opts, report)
 
 
 @rollout_app.command("abort")

@@ -69,6 +69,12 @@ def test_provider_error_is_inconclusive() -> None:
                    "successCondition": "result<1"}]}, "metrics.0.interval", "not a duration"),
     ({"metrics": [{"name": "m", "provider": {"command": {"argv": ["x"]}},
                    "compare": {"tolerance": 1}}]}, "metrics.0", "compare needs the prometheus"),
+    ({"metrics": [{"name": "m", "provider": {"smoke": {}, "command": {"argv": ["x"]}},
+                   "successCondition": "result<1"}]}, "metrics.0.provider", "exactly one"),
+    ({"metrics": [{"name": "m", "provider": {"smoke": {"figure": "ttft_s"}},
+                   "successCondition": "result<1"}]}, "metrics.0.provider.smoke", "figure needs check"),
+    ({"metrics": [{"name": "m", "provider": {"smoke": {}}, "compare": {"tolerance": 1}}]}, "metrics.0",
+     "compare needs the prometheus"),
 ])
 def test_bad_specs_name_the_field(doc: dict[str, Any], field: str, msg: str) -> None:
     with pytest.raises(InvalidInput) as err:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import re
+import time
+from pathlib import Path
 
 import httpx
 from sim_helpers import available, make_lws, small_config
@@ -111,3 +113,46 @@ def test_replaced_pod_of_the_same_name_gets_its_own_engine() -> None:
         assert httpx.get(f"http://127.0.0.2:{port}/health").status_code == 200
     finally:
         hook.close()
+
+
+def test_stopped_engine_closes_its_keep_alive_connections() -> None:
+    """A pod that goes away takes its process's connections with it. A replaced leader keeps its pod IP
+    and port, and clients (the load generator, a router) hold keep-alive connections: after the old
+    engine stops, the next request must reach the new engine, not a handler thread of the old one
+    (found measuring analysis windows: the new revision's pod got almost no traffic for 30 s, its rate()
+    windows "no data"; docs/analysis.md, the time rule)."""
+    port = random.randint(20_000, 60_000)
+    body = {"model": "old", "prompt": "hi", "max_tokens": 2}
+    with httpx.Client(timeout=5) as client:
+        with start_engine(port=port, model="old") as old:
+            assert client.post(f"{old.url}/v1/completions", json=body).json()["model"] == "old"
+        with start_engine(port=port, model="new") as new:
+            got = client.post(f"{new.url}/v1/completions", json={**body, "model": "new"})
+            assert got.status_code == 200 and got.json()["model"] == "new"
+            assert new.engine.metrics.render().count(b"vllm:request_success_total{") >= 1
+
+
+def test_slowdown_counts_cluster_minutes_at_speed(tmp_path: Path) -> None:
+    """Served at a speed (sim serve, the harness of tests, demo and bench), a profile's slowdown counts
+    the cluster's minutes, the time the rollout and its bakes run in: at speed 60 one wall second is
+    a cluster minute, so `slowdown_per_min: 1.0` doubles the latency within about a wall second."""
+    from lwsflow.sim.testing import EmbeddedCluster
+
+    cfg = small_config(nodes=1, domains=1)
+    cfg.images[SLOW] = ImageProfile(ttft_s=0.05, slowdown_per_min=1.0)
+    port = random.randint(20_000, 60_000)
+    with EmbeddedCluster(tmp_path, cfg, speed=60.0, engines=True) as sim:
+        lws = make_lws("slow", replicas=1, size=1, image=f"r.example/engine@{SLOW}")
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] = {
+            L.SERVING_PORT: str(port)}
+        sim.store.create(LWS, lws)
+        deadline = time.monotonic() + 30
+        while ("default", "slow-0") not in sim.engines.engines:
+            assert time.monotonic() < deadline, "the leader pod never ran"
+            time.sleep(0.05)
+        eng = sim.engines.engines[("default", "slow-0")].engine
+        up0, wall0 = sim.cluster.now() - eng.started, time.monotonic()
+        time.sleep(1.0)
+        cluster_min = (sim.cluster.now() - eng.started) / 60
+        assert cluster_min - up0 / 60 >= 0.9 * (time.monotonic() - wall0)  # ~1 cluster minute per wall s
+        assert abs(eng._latency("completions")[0] - 0.05 * (1 + cluster_min)) < 0.05 * 0.1
