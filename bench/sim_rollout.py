@@ -33,7 +33,8 @@ def main() -> None:
     ap.add_argument("--gpus-per-pod", type=int, default=4)
     args = ap.parse_args()
     cfg = ClusterConfig(pools=[PoolConfig(name="h100", count=args.nodes, gpus_per_node=8,
-                                          gpu_product="NVIDIA-H100-80GB-HBM3")], timings=Timings())
+                                          gpu_product="NVIDIA-H100-80GB-HBM3")], timings=Timings(),
+                        max_unavailable_statefulset=True)  # --max-unavailable needs the StatefulSet gate on
     c = Cluster(cfg)
 
     def done(c: Cluster) -> bool:

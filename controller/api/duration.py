@@ -4,8 +4,9 @@ A duration is Go-style: one or more ``<number><unit>`` terms, summed - ``90s``, 
 ``500ms``, ``1.5h`` - with the units ``ms``, ``s``, ``m``, ``h`` and ``d`` (24 h; Go stops at ``h``,
 Prometheus has ``d``). Numbers are decimal, without sign or exponent; no spaces inside. Fields that
 also take plain seconds (``bare_seconds``: the CLI's ``--bake``/``--deadline``, analysis intervals)
-accept a bare number there too (``12``, ``0.5``, or a YAML number). Whitespace around the text is
-ignored. ``PATTERN`` is the same grammar for a schema (the RolloutPolicy CRD).
+accept a bare number there too (``12``, ``0.5``, or a YAML number). Whitespace is refused,
+around the text too (as Go's ``time.ParseDuration``: ``"5m\n"`` is a typo, not five minutes).
+``PATTERN`` is the same grammar for a schema (the RolloutPolicy CRD).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def duration_seconds(value: object, *, bare_seconds: bool = False) -> float:
     if bare_seconds and isinstance(value, int | float) and not isinstance(value, bool) \
             and math.isfinite(value) and value >= 0:
         return float(value)
-    text = value.strip() if isinstance(value, str) else None
+    text = value if isinstance(value, str) else None
     if text is not None:
         if _WHOLE.fullmatch(text):
             return sum(float(n) * UNIT_S[u] for n, u in _TERM.findall(text))

@@ -9,15 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
+import clusters
 import yaml
 from clusters import Target
 
-from lwsflow.components.kustomize import kubectl_path
 from lwsflow.controller.api import labels as L
 from lwsflow.sim.kubeconfig import write_kubeconfig
 
@@ -117,51 +115,33 @@ def steps(stdout: str) -> list[str]:
     return [ln.strip() for ln in stdout.splitlines() if ln.startswith("  ") and not ln.startswith("   ")]
 
 
-class Watch:
-    """``kubectl get RESOURCE [-l SELECTOR] -w --output-watch-events -o json`` in the background: every
-    event it observes (ADDED, MODIFIED, DELETED), with the wall time it arrived."""
+class Watch(clusters.Watch):
+    """``kubectl get RESOURCE [NAME] -n NS [-l SELECTOR] -w --output-watch-events -o json`` in the
+    background (``clusters.Watch``): every event it observes (ADDED, MODIFIED, DELETED), with the wall
+    time it arrived."""
 
     def __init__(self, t: Target, resource: str, ns: str, *, selector: str = "", name: str = "") -> None:
-        cmd = [str(kubectl_path()), "--kubeconfig", str(t.kubeconfig), "--cache-dir", str(t.cache), "get",
-               resource, *([name] if name else []), "-n", ns, "-w", "--output-watch-events", "-o", "json",
-               *(["-l", selector] if selector else [])]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.events: list[tuple[float, str, dict[str, Any]]] = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
+        super().__init__(t, resource, *([name] if name else []), "-n", ns,
+                         *(["-l", selector] if selector else []), events=True)
 
-    def _read(self) -> None:
-        buf, dec = "", json.JSONDecoder()
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            buf += line
-            while buf.strip():
-                try:
-                    obj, end = dec.raw_decode(buf.lstrip())
-                except ValueError:
-                    break
-                with self.lock:
-                    self.events.append((time.monotonic(), str(obj.get("type")), obj["object"]))
-                buf = buf.lstrip()[end:]
+    @property
+    def events(self) -> list[tuple[float, str, dict[str, Any]]]:
+        """(arrival time, event type, object) so far; the reader appends a time before its event."""
+        objs = list(self.objects)
+        return [(t, str(e.get("type")), e["object"]) for t, e in zip(self.times, objs, strict=False)]
 
     def seen(self) -> list[dict[str, Any]]:
         """Every object observed, in order (a deleted one as it was last)."""
-        with self.lock:
-            return [o for _t, _e, o in self.events]
+        return [o for _t, _e, o in self.events]
 
     def typed(self) -> list[tuple[str, dict[str, Any]]]:
-        with self.lock:
-            return [(e, o) for _t, e, o in self.events]
+        return [(e, o) for _t, e, o in self.events]
 
     def since(self, t0: float) -> list[dict[str, Any]]:
-        with self.lock:
-            return [o for t, _e, o in self.events if t >= t0]
+        return [o for t, _e, o in self.events if t >= t0]
 
-    def stop(self) -> list[dict[str, Any]]:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.thread.join(5)
+    def stop(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        super().stop()
         return self.seen()
 
 

@@ -114,3 +114,17 @@ def test_embedded_cluster_validates_against_the_schema(env: Env) -> None:
         env.kube.merge_patch(ROLLOUT_POLICY, NS, "ok", {"status": {"phase": "Sleeping"}},
                              subresource="status")
     assert exc.value.status == 422 and "status.phase" in str(exc.value)
+
+
+def test_generation_does_not_depend_on_what_was_imported_before() -> None:
+    """hera re-registers ``str`` on PyYAML's global SafeRepresenter when imported; the generated CRD
+    must come out the same bytes whether or not hera (the Argo templates) was imported first."""
+    import subprocess
+    import sys
+
+    code = ("import sys; {pre}from lwsflow.controller.policy import crd; "
+            "sys.stdout.buffer.write(b''.join(crd.rendered().values()))")
+    plain = subprocess.run([sys.executable, "-c", code.format(pre="")], capture_output=True, check=True)
+    after_hera = subprocess.run([sys.executable, "-c", code.format(pre="import hera._yaml; ")],
+                                capture_output=True, check=True)
+    assert plain.stdout == after_hera.stdout
