@@ -121,6 +121,13 @@ def _play(reference: Target, scenario: scenarios.Scenario) -> dict[str, dict[str
         "finished": ((_stamp(p, kwok_stages.FINISHED_AT_ANNOTATION) or t0) - t0) * per_s} for p in pods}
 
 
+def _usable(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    lifecycle = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    return ready and not any(t.get("key") in lifecycle for t in (node.get("spec") or {}).get("taints") or [])
+
+
 def test_seed_scenario_on_kube_scheduler(reference: Target) -> None:
     scenario = scenarios.load("deadlines")
     result = Engine(scenario, policies.get_policy("default")).run()
@@ -130,10 +137,12 @@ def test_seed_scenario_on_kube_scheduler(reference: Target) -> None:
     reference.kubectl("create", "-f", "-", stdin=dump_yaml_documents(nodes))
     try:
         reference.kubectl("create", "namespace", NS)
-        wait_for("slot nodes Ready", lambda: sum(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
-            for n in reference.items("nodes", "") if (n["metadata"].get("labels") or {}).get(KEY) == NS)
-            == len(nodes))
+        # Ready, and the node lifecycle controller has lifted the not-ready taint it puts on every new
+        # node (it looks every 5 s): until then kube-scheduler refuses the node, and a job tried then
+        # waits in its backoff while a later job takes the slot (seen once in CI: long-5 after short-8)
+        wait_for("slot nodes Ready and untainted", lambda: sum(
+            _usable(n) for n in reference.items("nodes", "")
+            if (n["metadata"].get("labels") or {}).get(KEY) == NS) == len(nodes))
         real = _play(reference, scenario)
     finally:
         reference.kubectl("delete", "namespace", NS, "--wait=false", check=False)
