@@ -16,11 +16,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from lwsflow.sim import kinds
-from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
+from lwsflow.sim.httpserver import QuietThreadingHTTPServer
 from lwsflow.sim.router import epp, routes, wire
 from lwsflow.sim.router.sidecar import RoutingSidecar
 from lwsflow.sim.store import Store
@@ -189,28 +188,16 @@ def _error(status: int, message: str) -> wire.Reply:
     return wire.Reply(status, {"content-type": "application/json"}, json.dumps(body).encode())
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(wire.RelayHandler):
+    HEALTH = ("/health", "/healthz")
 
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
+    def get(self, path: str, headers: dict[str, str]) -> wire.Reply:
         router: Router = self.server.router  # type: ignore[attr-defined]
-        if self.path in ("/health", "/healthz"):
-            send_body(self, 200, b"", "application/json")
-            return
-        self._relay(router.forward_get(self.path, wire.forwardable(self.headers)))
+        return router.forward_get(path, headers)
 
-    def do_POST(self) -> None:
+    def post(self, path: str, raw: bytes, headers: dict[str, str]) -> wire.Reply:
         router: Router = self.server.router  # type: ignore[attr-defined]
-        raw = read_body(self)
-        self._relay(router.route(self.path.split("?", 1)[0], raw, wire.forwardable(self.headers)))
-
-    def _relay(self, rep: wire.Reply) -> None:
-        extra = {k: v for k, v in rep.headers.items() if k.startswith("x-")}
-        send_body(self, rep.status, rep.body, rep.content_type, extra)
+        return router.route(path, raw, headers)
 
 
 def start_router(store: Store, **options: Any) -> Router:

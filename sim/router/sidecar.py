@@ -15,10 +15,9 @@ import json
 import logging
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
+from lwsflow.sim.httpserver import QuietThreadingHTTPServer
 from lwsflow.sim.router import wire
 
 log = logging.getLogger("lwsflow.sim.router")
@@ -95,26 +94,11 @@ class RoutingSidecar:
         return decode
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
+class _Handler(wire.RelayHandler):
+    def get(self, path: str, headers: dict[str, str]) -> wire.Reply:
         sc: RoutingSidecar = self.server.sidecar  # type: ignore[attr-defined]
-        if self.path == "/health":
-            send_body(self, 200, b"", "application/json")
-            return
-        rep = wire.call("GET", *sc.engine, self.path, None, wire.forwardable(self.headers), sc.timeout_s)
-        self._relay(rep)
+        return wire.call("GET", *sc.engine, path, None, headers, sc.timeout_s)
 
-    def do_POST(self) -> None:
+    def post(self, path: str, raw: bytes, headers: dict[str, str]) -> wire.Reply:
         sc: RoutingSidecar = self.server.sidecar  # type: ignore[attr-defined]
-        raw = read_body(self)
-        self._relay(sc.handle(self.path.split("?", 1)[0], raw, wire.forwardable(self.headers)))
-
-    def _relay(self, rep: wire.Reply) -> None:
-        extra = {k: v for k, v in rep.headers.items() if k.startswith("x-")}
-        send_body(self, rep.status, rep.body, rep.content_type, extra)
+        return sc.handle(path, raw, headers)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import http.client
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from lwsflow.sim.httpserver import read_body, send_body
 
 # llm-d (pkg/epp/metadata/consts.go, routing sidecar): the EPP's choice, read by proxy and sidecar
 DESTINATION_ENDPOINT = "x-gateway-destination-endpoint"
@@ -56,3 +59,36 @@ def call(method: str, host: str, port: int, path: str, body: bytes | None, heade
         return Reply(502, {"content-type": "application/json"}, msg.encode())
     finally:
         conn.close()
+
+
+class RelayHandler(BaseHTTPRequestHandler):
+    """The request side the proxy and the sidecar share: health on ``HEALTH`` paths, every other GET
+    and POST handed to ``get``/``post`` with the forwardable headers, and the reply relayed with its
+    ``x-`` headers (the served-by and KV headers llm-d writes)."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    HEALTH: tuple[str, ...] = ("/health",)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def get(self, path: str, headers: dict[str, str]) -> Reply:
+        raise NotImplementedError
+
+    def post(self, path: str, raw: bytes, headers: dict[str, str]) -> Reply:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:
+        if self.path in self.HEALTH:
+            send_body(self, 200, b"", "application/json")
+            return
+        self._relay(self.get(self.path, forwardable(self.headers)))
+
+    def do_POST(self) -> None:
+        raw = read_body(self)
+        self._relay(self.post(self.path.split("?", 1)[0], raw, forwardable(self.headers)))
+
+    def _relay(self, rep: Reply) -> None:
+        extra = {k: v for k, v in rep.headers.items() if k.startswith("x-")}
+        send_body(self, rep.status, rep.body, rep.content_type, extra)
