@@ -68,17 +68,24 @@ def test_bake_keeps_each_stage_for_its_time(env: Env) -> None:
         assert s.ended - s.gate_passed >= 40 - 0.5  # cluster seconds; ClusterClock interpolates
 
 
-def test_killed_during_rollback_finishes_it(env: Env) -> None:
-    base = lws_manifest("rb", replicas=2)
+def _killed_during_rollback(env: Env, name: str) -> dict:
+    """``name`` (2 groups) given a never-ready release with a 60 s deadline, the controller stopped
+    right after it applied the rollback; returns the bad release."""
+    base = lws_manifest(name, replicas=2)
     env.create_ready(base)
     bad = new_release(base, **{"sim.lwsflow.io/never-ready": "true"})
 
-    def stop(name: str) -> None:
-        if name == "rollback-applied":
-            raise Interrupted(name)
+    def stop(step: str) -> None:
+        if step == "rollback-applied":
+            raise Interrupted(step)
     with pytest.raises(Interrupted):
-        LwsRollout(env.kube, NS, "rb", RolloutOptions(stages="1,100%", deadline_s=60), env.clock(),
+        LwsRollout(env.kube, NS, name, RolloutOptions(stages="1,100%", deadline_s=60), env.clock(),
                    manifest=bad, on_step=stop).run()
+    return bad
+
+
+def test_killed_during_rollback_finishes_it(env: Env) -> None:
+    bad = _killed_during_rollback(env, "rb")
     assert state.RolloutState.from_object(env.kube.get(LWS, NS, "rb")).phase == state.ROLLING_BACK
     out = LwsRollout(env.kube, NS, "rb", RolloutOptions(stages="1,100%"), env.clock(), manifest=bad).run()
     assert out.result == "rolled-back"
@@ -95,16 +102,7 @@ def test_restarted_after_the_rollback_budget_ran_out_still_finishes_it(env: Env)
     # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate is needed
     env.cluster.config.max_unavailable_statefulset = True
-    base = lws_manifest("rb2", replicas=2)
-    env.create_ready(base)
-    bad = new_release(base, **{"sim.lwsflow.io/never-ready": "true"})
-
-    def stop(name: str) -> None:
-        if name == "rollback-applied":
-            raise Interrupted(name)
-    with pytest.raises(Interrupted):
-        LwsRollout(env.kube, NS, "rb2", RolloutOptions(stages="1,100%", deadline_s=60), env.clock(),
-                   manifest=bad, on_step=stop).run()
+    bad = _killed_during_rollback(env, "rb2")
     st = state.RolloutState.from_object(env.kube.get(LWS, NS, "rb2"))
     assert st.phase == state.ROLLING_BACK
     clock, spent = env.clock(), state.epoch(st.stage_started) + 60 * 2 + 10  # the whole budget, and more
