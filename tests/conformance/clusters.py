@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -87,6 +87,24 @@ class Watch:
         self.proc.wait(10)
         self.thread.join(5)
         return self.objects
+
+
+T = TypeVar("T")
+
+
+def settle(what: str, observe: Callable[[], T], stable_s: float, timeout: float = 90,
+           until: Callable[[T], bool] = lambda _o: True) -> T:
+    """``observe()`` once it satisfies ``until`` and has not changed for ``stable_s`` seconds (the
+    controllers are done); AssertionError naming ``what`` after ``timeout``."""
+    last, since = observe(), time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() - since < stable_s or not until(last):
+        assert time.monotonic() < deadline, f"{what} did not settle: {last}"
+        time.sleep(0.5)
+        now = observe()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 120, every: float = 0.5) -> None:

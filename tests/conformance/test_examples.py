@@ -12,12 +12,11 @@ on allowlist.yaml (``examples/<file>/<kind>/<name>/<field>`` patterns, each with
 from __future__ import annotations
 
 import fnmatch
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusters import Target, allowlist
+from clusters import Target, allowlist, settle
 
 from lwsflow.controller.api.paths import lws_reference_dir
 from lwsflow.controller.yamlio import dump_yaml_documents, load_yaml_documents
@@ -81,15 +80,7 @@ def snapshot(target: Target, ns: str) -> dict[str, Any]:
 
 def settled(target: Target, ns: str, timeout: float = 90) -> dict[str, Any]:
     """The snapshot once it has not changed for STABLE_S seconds."""
-    last, since = snapshot(target, ns), time.monotonic()
-    deadline = since + timeout
-    while time.monotonic() - since < STABLE_S:
-        assert time.monotonic() < deadline, f"[{target.name}] {ns} did not settle"
-        time.sleep(0.5)
-        now = snapshot(target, ns)
-        if now != last:
-            last, since = now, time.monotonic()
-    return last
+    return settle(f"[{target.name}] {ns}", lambda: snapshot(target, ns), STABLE_S, timeout)
 
 
 def diff(ref: dict[str, Any], emb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

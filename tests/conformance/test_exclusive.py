@@ -15,11 +15,10 @@ which pods stay Pending and why.
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from clusters import Target
+from clusters import Target, settle
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.yamlio import dump_yaml
@@ -81,16 +80,8 @@ def placement(t: Target, ns: str) -> dict[str, Any]:
 def settled(t: Target, ns: str, bound: int, pending: int, timeout: float = 90) -> dict[str, Any]:
     """The placement once ``bound`` pods are bound and ``pending`` wait, and then nothing changed for
     STABLE_S seconds."""
-    last, since = placement(t, ns), time.monotonic()
-    deadline = since + timeout
-    while time.monotonic() - since < STABLE_S or (last["pods"] - len(last["pending"]), len(last["pending"])) \
-            != (bound, pending):
-        assert time.monotonic() < deadline, f"[{t.name}] placement did not settle: {last}"
-        time.sleep(0.5)
-        now = placement(t, ns)
-        if now != last:
-            last, since = now, time.monotonic()
-    return last
+    return settle(f"[{t.name}] placement", lambda: placement(t, ns), STABLE_S, timeout,
+                  until=lambda p: (p["pods"] - len(p["pending"]), len(p["pending"])) == (bound, pending))
 
 
 def _run(t: Target, ns: str) -> list[dict[str, Any]]:
