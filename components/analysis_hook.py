@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from lwsflow.components.prometheus import Prometheus
 from lwsflow.controller.analysis.evaluate import Measurement
 from lwsflow.controller.analysis.providers import SmokeMeasure
-from lwsflow.controller.analysis.run import provider_measure, run_analysis
+from lwsflow.controller.analysis.run import Measure, provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
@@ -100,18 +100,15 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
 
     def analysis(ctx: HookContext) -> HookResult:
         if ctx.compare:
-            return _blue_green(spec, kube, prometheus_url, prometheus, ctx)
+            return _blue_green(spec, kube, provider_measure(prometheus_url, smoke), prometheus, ctx)
         if ctx.kind not in (L.LWS_KIND, L.DS_KIND):
             return HookResult(False, f"analysis: {ctx.kind} targets are not supported")
         roles = targets(kube, ctx)
-        if prometheus is not None:  # our own Prometheus: scrape the serving pods before measuring
-            all_pods, _ = kube.list(POD, ctx.namespace)
-            groups = prometheus.sync_from_pods(all_pods, namespace=ctx.namespace)
-            want = {(t.lws, t.role) for t in roles}
-            names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups
-                     if (g["labels"]["lws"], g["labels"]["role"]) in want}
-            if not prometheus.wait_for_targets(names):
-                return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")
+        want = {(t.lws, t.role) for t in roles}
+        unscraped = _scrape_first(prometheus, kube, ctx.namespace,
+                                  lambda lab: (lab["lws"], lab["role"]) in want)
+        if unscraped is not None:
+            return unscraped
         ok, details, records = True, [], []
         for t in roles:
             stable = t.stable or remembered.get((t.lws, t.role), "")
@@ -137,18 +134,29 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
     return analysis
 
 
-def _blue_green(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None, prometheus: Prometheus | None,
+def _scrape_first(prometheus: Prometheus | None, kube: Kube, namespace: str,
+                  keep: Callable[[dict[str, str]], bool]) -> HookResult | None:
+    """With our own Prometheus: point it at ``namespace``'s serving pods and wait until the targets
+    whose labels ``keep`` selects have been scraped; a failed HookResult when they were not in time."""
+    if prometheus is None:
+        return None
+    all_pods, _ = kube.list(POD, namespace)
+    groups = prometheus.sync_from_pods(all_pods, namespace=namespace)
+    names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups if keep(g["labels"])}
+    if not prometheus.wait_for_targets(names):
+        return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")
+    return None
+
+
+def _blue_green(spec: AnalysisSpec, kube: Kube, measure: Measure, prometheus: Prometheus | None,
                 ctx: HookContext) -> HookResult:
     """One weight stage of a blue-green: each role's green LWS against its blue LWS (both serve now)."""
     if ctx.target_groups >= 100 and any(m.compare for m in spec.metrics):
         return HookResult(True, "analysis skipped at green 100%: blue serves no traffic to compare with")
-    if prometheus is not None:
-        all_pods, _ = kube.list(POD, ctx.namespace)
-        groups = prometheus.sync_from_pods(all_pods)
-        lws = {n for pair in ctx.compare.values() for n in pair}
-        names = {(g["labels"]["pod"], g["labels"]["revision"]) for g in groups if g["labels"]["lws"] in lws}
-        if not prometheus.wait_for_targets(names):
-            return HookResult(False, f"analysis: Prometheus did not scrape {sorted(names)} in time")
+    lws = {n for pair in ctx.compare.values() for n in pair}
+    unscraped = _scrape_first(prometheus, kube, ctx.namespace, lambda lab: lab["lws"] in lws)
+    if unscraped is not None:
+        return unscraped
     details: list[str] = []
     records: list[dict[str, object]] = []
     for role, (green, blue) in ctx.compare.items():
@@ -156,7 +164,7 @@ def _blue_green(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None, prom
         stable = _label(kube.get(STATEFULSET, ctx.namespace, blue), L.TEMPLATE_REVISION_HASH)
         args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": green,
                 "stable_lws": blue, "role": role}
-        res = run_analysis(spec, args, provider_measure(prometheus_url))
+        res = run_analysis(spec, args, measure)
         summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
         details.append(f"{role} {res.phase} ({green} vs {blue}): {summary}")
         records.extend({"role": role, **m.as_dict()} for m in res.measurements)
