@@ -71,7 +71,7 @@ def test_policy_analysis_passes_a_good_release_and_rolls_back_a_slower_one(env: 
             proc.terminate()
             proc.wait(timeout=30)
     text = log.read_text()
-    assert "403" not in text and "Traceback" not in text, text
+    assert "orbidden" not in text and "Traceback" not in text, text
     assert good["phase"] == "Succeeded", good
     a = good["analysis"]
     assert a["rolloutId"] == good["rolloutId"]
