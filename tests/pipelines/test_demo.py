@@ -67,7 +67,8 @@ def test_demo_releases_shows_the_llmd_path_then_analysis_catches_a_slower_releas
     logs = "\n".join(ctl["log_lines"])
     assert "waits for promotion of stage 2" in logs and "succeeded" in logs, logs
     assert "llm-dev/qwen-7b: rolled back: stage 1 hook failed: lwsflow: exit 1 analysis failed" in logs, logs
-    assert "orbidden" not in logs, logs  # an API refusal reads "403 Forbidden"; ports and hashes may hold "403"
+    # an API refusal reads "403 Forbidden"; ports and hashes may hold "403"
+    assert "orbidden" not in logs, logs
     assert code == 0
 
 
