@@ -116,14 +116,15 @@ class Driver:
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
         if self.ref.kind == "LeaderWorkerSetPair":
-            opts: RolloutOptions | None = self.opts
+            opts = self.opts
             live = find_pair(self.kube, self.ns, self.ref.name)
             fresh = not any(state.RolloutState.from_object(o).active for o in live.values())
             if fresh and pd_gate.enabled(self.spec):  # before anything of the pair mixes revisions
-                opts = pd_gate.guard(self.kube, self.clock, self.ns, self.spec, self.opts, self.pd_probe,
-                                     live, self.generation, self.on_probe)
-                if opts is None:  # refused: nothing written to the pair, the verdict is on the policy
+                probed = pd_gate.guard(self.kube, self.clock, self.ns, self.spec, self.opts, self.pd_probe,
+                                       live, self.generation, self.on_probe)
+                if probed is None:  # refused: nothing written to the pair, the verdict is on the policy
                     return None
+                opts = probed
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
         make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
