@@ -125,6 +125,8 @@ class Driver:
                 if probed is None:  # refused: nothing written to the pair, the verdict is on the policy
                     return None
                 opts = probed
+            elif not fresh and pd_gate.enabled(self.spec):
+                opts = pd_gate.resumed(opts, live)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
         make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout

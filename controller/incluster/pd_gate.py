@@ -112,6 +112,15 @@ def guard(kube: Kube, clock: Clock, namespace: str, spec: RolloutPolicySpec, opt
     return dataclasses.replace(out, pd_probe=None)
 
 
+def resumed(opts: RolloutOptions, live: dict[str, Obj]) -> RolloutOptions:
+    """An interrupted all-at-once switch (a restart, a new leader) resumes as one: its single stage is
+    persisted on both roles, not in the policy's stages (PairRollout sees ``together`` on the objects)."""
+    sts = [state.RolloutState.from_object(o) for o in live.values()]
+    if opts.stages != "100%" and all(st.active and st.stages == "100%" for st in sts):
+        return dataclasses.replace(opts, stages="100%")
+    return opts
+
+
 def holds(status: Obj, objs: Sequence[Obj], generation: int, now: float) -> Obj | None:
     """The record that holds the pair's current templates (refused, or not run within the retry
     window) under this policy generation, if any."""

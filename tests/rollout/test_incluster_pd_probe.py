@@ -246,3 +246,33 @@ def test_a_held_template_is_released_by_a_new_template_a_policy_change_or_time()
     assert pd_gate.holds(not_run, objs, 3, t0 + pd_gate.RETRY_NOT_RUN_S) is None
     compatible = {"pdProbe": {**refused["pdProbe"], "verdict": "Compatible"}}
     assert pd_gate.holds(compatible, objs, 3, t0) is None
+
+
+def test_an_interrupted_all_at_once_switch_resumes_as_one_stage() -> None:
+    """A new leader resumes a switch with its persisted single stage, not the policy's stages (whose
+    second stage the switch's rollout state does not have)."""
+    from lwsflow.controller.rollout.options import RolloutOptions
+
+    live = {r: lws_manifest(f"chat-{r}", replicas=n) for r, n in REPLICAS.items()}
+    opts = RolloutOptions(stages="1,100%")
+    assert pd_gate.resumed(opts, live) is opts  # no rollout in progress
+    for o in live.values():
+        o["metadata"]["annotations"] = state.RolloutState(id="r1", phase=state.RUNNING, stages="100%",
+                                                          targets=[gate.replicas(o)]).annotations()
+    assert pd_gate.resumed(opts, live).stages == "100%"
+    for o in live.values():
+        o["metadata"]["annotations"] = state.RolloutState(id="r1", phase=state.RUNNING, stages="1,100%",
+                                                          targets=[1, gate.replicas(o)]).annotations()
+    assert pd_gate.resumed(opts, live) is opts  # a staged rollout resumes with the policy's stages
+
+
+def test_the_pipeline_step_takes_a_refusal_as_its_verdict() -> None:
+    """The rollout step's controller mode waits for a verdict on the template it synced: a refused
+    template is one (it is held, not rolled), so the step fails at once instead of timing out."""
+    from lwsflow.controller.policy import wait
+
+    status = {"phase": "Failed", "stableRevision": "aaa",
+              "pdProbe": {"templateKey": "ddd,ppp", "verdict": "Refused", "observedGeneration": 1}}
+    assert wait.verdict(status, "ppp") == wait.verdict(status, "ddd") == "Refused"
+    assert wait.verdict(status, "eee") is None
+    assert wait.verdict({**status, "pdProbe": {**status["pdProbe"], "verdict": "Probing"}}, "ppp") is None
