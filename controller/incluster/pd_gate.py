@@ -45,7 +45,7 @@ REFUSED, NOT_RUN = "Refused", "NotRun"
 HOLDING = (REFUSED, NOT_RUN)  # verdicts that hold the template (nothing rolled)
 RETRY_NOT_RUN_S = 300.0  # cluster seconds before a probe that could not run is tried again
 RBAC_HINT = ("the probe creates and deletes its canary LeaderWorkerSets and lists nodes: bind the "
-             "lwsflow-controller-pd-probe ClusterRole (kubectl apply -k overlays/controller-pd-probe)")
+             "lwsflow-controller-pd-probe ClusterRole (kubectl apply -k overlays/controller/pdprobe)")
 OnProbe = Callable[[Obj], None]  # receives each status.pdProbe record
 
 

@@ -14,7 +14,7 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
   controller runs it after every stage's checks and records it in ``status.analysis`` (bounded).
 - ``pdProbe`` runs the cross-revision P/D compatibility probe (``--pd-probe``) before a pair's rollout
   mixes revisions; opt-in (a canary model load per release, and the opt-in RBAC of
-  ``overlays/controller-pd-probe``), for ``LeaderWorkerSetPair`` targets only (docs/controller.md).
+  ``overlays/controller/pdprobe``), for ``LeaderWorkerSetPair`` targets only (docs/controller.md).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
 from lwsflow.sim.config import ImageProfile
 from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder
-from reliability.incluster_env import OVERLAY, policy, running, sync, wait_policy
+from reliability.incluster_env import OVERLAY, install_rbac, policy, running, sync, wait_policy
 from reliability.rollout_env import NS, SPEED, TOKEN, Env, Recorder, config, lws_manifest
 
 OLD = "r.example/vllm@sha256:" + "1" * 64
@@ -276,3 +276,38 @@ def test_the_pipeline_step_takes_a_refusal_as_its_verdict() -> None:
     assert wait.verdict(status, "ppp") == wait.verdict(status, "ddd") == "Refused"
     assert wait.verdict(status, "eee") is None
     assert wait.verdict({**status, "pdProbe": {**status["pdProbe"], "verdict": "Probing"}}, "ppp") is None
+
+
+def test_enforced_rbac_base_role_cannot_probe_the_opt_in_role_can(env: Env, tmp_path: Path) -> None:
+    """`lwsflow controller run` as a process with only the ServiceAccount's token (RBAC enforced by the
+    embedded API server): with the base role the probe's requests are 403, so the template is held
+    (NotRun, naming the opt-in role) and nothing moves; once `overlays/controller/pdprobe` is applied
+    the probe is tried again after RETRY_NOT_RUN_S of cluster time, passes and the pair rolls."""
+    import subprocess
+    import sys
+
+    from test_incluster_rbac_enforced import controller_process
+
+    _pair(env)
+    _policy(env)
+    sa = install_rbac(env, tmp_path)
+    log = tmp_path / "controller.log"
+    with controller_process(sa, log):
+        try:
+            wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")), timeout=60)
+            _sync_pair(env, SAME_LAYOUT)
+            p = wait_policy(env, "pp", lambda s: (s.get("pdProbe") or {}).get("verdict") == "NotRun")
+            assert "Forbidden" in p["status"]["pdProbe"]["message"]
+            assert "kubectl apply -k overlays/controller/pdprobe" in p["status"]["pdProbe"]["message"]
+            assert all(env.rec.partitions[f"chat-{r}"] == [0, n] for r, n in REPLICAS.items())
+            kubectl = Path(sys.executable).parent / "kubectl"
+            proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k",
+                                   str(OVERLAY / "pdprobe")], capture_output=True, text=True, timeout=60,
+                                  check=False)
+            assert proc.returncode == 0, proc.stderr
+            p = wait_policy(env, "pp", lambda s: s.get("phase") == "Succeeded", timeout=120)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\ncontroller log:\n{log.read_text()}") from None
+    assert p["status"]["pdProbe"]["verdict"] == "Compatible"
+    assert all(_image(env.kube.get(LWS, NS, f"chat-{r}")) == SAME_LAYOUT for r in REPLICAS)
+    _no_canary_left(env)
