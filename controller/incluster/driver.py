@@ -103,14 +103,15 @@ class Driver:
                  on_gate: Callable[[int, float], None] | None = None,
                  on_check: Callable[[str, bool], None] | None = None,
                  analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
-                 on_probe: pd_gate.OnProbe | None = None, generation: int = 0) -> None:
+                 on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
+                 probed: Obj | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
         self.on_gate = on_gate or (lambda _k, _s: None)  # (stage, wall seconds waited)
         self.ref = spec.targetRef
         # the policy's pdProbe (pd_gate.py): the probe is components', wired in by the CLI
-        self.pd_probe, self.generation = pd_probe, generation
+        self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
         self.on_probe = on_probe or (lambda _r: None)
 
     def run(self) -> Outcome | None:
@@ -121,7 +122,7 @@ class Driver:
             fresh = not any(state.RolloutState.from_object(o).active for o in live.values())
             if fresh and pd_gate.enabled(self.spec):  # before anything of the pair mixes revisions
                 probed = pd_gate.guard(self.kube, self.clock, self.ns, self.spec, self.opts, self.pd_probe,
-                                       live, self.generation, self.on_probe)
+                                       live, self.generation, self.on_probe, self.last_probe)
                 if probed is None:  # refused: nothing written to the pair, the verdict is on the policy
                     return None
                 opts = probed

@@ -233,7 +233,8 @@ class Controller:
                 out = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
                              on_gate=on_gate, on_check=on_check, analysis=analysis, pd_probe=self.pd_probe,
                              on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
-                             generation=int(policy["metadata"].get("generation", 0))).run()
+                             generation=int(policy["metadata"].get("generation", 0)),
+                             probed=(policy.get("status") or {}).get("pdProbe")).run()
                 if out is not None:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)

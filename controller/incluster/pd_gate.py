@@ -73,11 +73,16 @@ def _record(key: str, generation: int, verdict: str, message: str, now: float,
 
 def guard(kube: Kube, clock: Clock, namespace: str, spec: RolloutPolicySpec, opts: RolloutOptions,
           probe: CompatProbe | None, live: dict[str, Obj], generation: int,
-          on_probe: OnProbe) -> RolloutOptions | None:
+          on_probe: OnProbe, last: Obj | None = None) -> RolloutOptions | None:
     """Probe a pair before its fresh rollout: the options to roll with (switched all at once when
-    incompatible and configured so), or None when refused (recorded through ``on_probe``)."""
+    incompatible and configured so), or None when refused (recorded through ``on_probe``). ``last``
+    (the policy's ``status.pdProbe``): a Compatible verdict on these templates under this generation
+    is not probed again (a rollout that failed to start must not cost a canary model load per pass)."""
     assert spec.pdProbe is not None
     key = template_key([live["decode"], live["prefill"]])
+    if last and last.get("verdict") == COMPATIBLE and last.get("templateKey") == key \
+            and last.get("observedGeneration") == generation:
+        return opts
     pair = spec.targetRef.name
     on_probe(_record(key, generation, PROBING, "probing the KV hand-off across revisions with a canary group "
                      "of the new revision per changed role", clock.now()))

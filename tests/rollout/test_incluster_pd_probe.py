@@ -311,3 +311,28 @@ def test_enforced_rbac_base_role_cannot_probe_the_opt_in_role_can(env: Env, tmp_
     assert p["status"]["pdProbe"]["verdict"] == "Compatible"
     assert all(_image(env.kube.get(LWS, NS, f"chat-{r}")) == SAME_LAYOUT for r in REPLICAS)
     _no_canary_left(env)
+
+
+def test_a_compatible_verdict_is_not_probed_again_for_the_same_templates() -> None:
+    """A rollout that failed to start after a Compatible probe (a transient API error) is started again
+    on the next pass without a second canary model load; another template or generation is probed."""
+    from lwsflow.controller.clock import WallClock
+    from lwsflow.controller.rollout.options import RolloutOptions
+
+    live = {r: lws_manifest(f"chat-{r}", replicas=n) for r, n in REPLICAS.items()}
+    spec = RolloutPolicySpec.model_validate(_spec("LeaderWorkerSetPair", pdProbe={}))
+    key = pd_gate.template_key([live["decode"], live["prefill"]])
+    calls: list[object] = []
+
+    def probe(ctx: object) -> object:
+        calls.append(ctx)
+        raise AssertionError("probed again")
+
+    opts = RolloutOptions(stages="1,100%")
+    last = {"templateKey": key, "observedGeneration": 2, "verdict": "Compatible"}
+    out = pd_gate.guard(None, WallClock(), NS, spec, opts, probe, live, 2, calls.append,  # type: ignore[arg-type]
+                        last)
+    assert out is opts and calls == []
+    with pytest.raises(AssertionError, match="probed again"):
+        pd_gate.guard(None, WallClock(), NS, spec, opts, probe, live, 3, lambda _r: None,  # type: ignore[arg-type]
+                      last)
