@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
+from lwsflow.controller.incluster import pd_gate
 from lwsflow.controller.incluster.analysis import unavailable_hook
 from lwsflow.controller.kube import watch
 from lwsflow.controller.kube.client import Kube
@@ -26,6 +27,7 @@ from lwsflow.controller.kube.resources import DS, LWS, Resource
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck
 from lwsflow.controller.rollout import planner, state
+from lwsflow.controller.rollout.compat import CompatProbe
 from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
@@ -100,17 +102,33 @@ class Driver:
                  stop: threading.Event | None = None,
                  on_gate: Callable[[int, float], None] | None = None,
                  on_check: Callable[[str, bool], None] | None = None,
-                 analysis: Hook | None = None) -> None:
+                 analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
+                 on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
+                 probed: Obj | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
         self.on_gate = on_gate or (lambda _k, _s: None)  # (stage, wall seconds waited)
         self.ref = spec.targetRef
+        # the policy's pdProbe (pd_gate.py): the probe is components', wired in by the CLI
+        self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
+        self.on_probe = on_probe or (lambda _r: None)
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
         if self.ref.kind == "LeaderWorkerSetPair":
-            return PairRollout(self.kube, self.ns, self.ref.name, self.opts, self.clock,
+            opts = self.opts
+            live = find_pair(self.kube, self.ns, self.ref.name)
+            fresh = not any(state.RolloutState.from_object(o).active for o in live.values())
+            if fresh and pd_gate.enabled(self.spec):  # before anything of the pair mixes revisions
+                probed = pd_gate.guard(self.kube, self.clock, self.ns, self.spec, self.opts, self.pd_probe,
+                                       live, self.generation, self.on_probe, self.last_probe)
+                if probed is None:  # refused: nothing written to the pair, the verdict is on the policy
+                    return None
+                opts = probed
+            elif not fresh and pd_gate.enabled(self.spec):
+                opts = pd_gate.resumed(opts, live)
+            return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
         make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
         eng = make(self.kube, self.ns, self.ref.name, self.opts, self.clock)

@@ -26,6 +26,7 @@ from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
+from lwsflow.controller.incluster import pd_gate
 from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
 from lwsflow.controller.incluster.driver import Driver, SmokeFactory, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
@@ -39,6 +40,7 @@ from lwsflow.controller.policy import gates
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.compat import CompatProbe
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.pd import find_pair
 
@@ -63,6 +65,7 @@ class Controller:
     notifier: Notifier | None = None
     smoke: SmokeFactory | None = None
     analysis: AnalysisFactory | None = None  # the policies' analysis hook (wired by the CLI)
+    pd_probe: CompatProbe | None = None  # the policies' cross-revision P/D probe (wired by the CLI)
     resync_s: float = 2.0
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -142,18 +145,21 @@ class Controller:
                                         "observedGeneration": meta.get("generation", 0)})
             return
         obj = objs[0]
+        gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
         worker = self.workers.get(key)
         if worker is None or not worker.thread.is_alive():
             self.workers.pop(key, None)
             retry = self._decide(policy, spec, objs)
-            if retry is not None:
+            if retry is not None and not (probed and pd_gate.holds(old, objs, gen, self.clock.now())):
                 self._start_worker(key, policy, spec, objs, retry)
-        new = pstatus.compute(spec, obj, int(meta.get("generation", 0)), old,
-                              state.iso(self.clock.now()), others=objs[1:])
+        new = pstatus.compute(spec, obj, gen, old, state.iso(self.clock.now()), others=objs[1:])
+        if probed:  # a refused (held) template or a probe in flight shows on the status
+            new = pd_gate.overlay(new, old, objs, gen, self.clock.now())
         self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
             new["currentStage"])
         if not pstatus.same(old, new):
-            self._transitions(policy, spec, old, new)
+            if not pd_gate.overlaid(new):  # the probe announced its own verdict (pd_gate.recorder)
+                self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
@@ -217,10 +223,18 @@ class Controller:
         def on_check(detail: str, ok: bool) -> None:
             self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
+        def notify(text: str) -> None:
+            if self.notifier is not None:
+                self.notifier.send(ns, spec.notifications.webhooks if spec.notifications else [],
+                                   f"[lwsflow {policy['metadata']['name']}] {text}")
+
         def work() -> None:
             try:
                 out = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
-                             on_gate=on_gate, on_check=on_check, analysis=analysis).run()
+                             on_gate=on_gate, on_check=on_check, analysis=analysis, pd_probe=self.pd_probe,
+                             on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
+                             generation=int(policy["metadata"].get("generation", 0)),
+                             probed=(policy.get("status") or {}).get("pdProbe")).run()
                 if out is not None:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)

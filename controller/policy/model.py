@@ -12,6 +12,9 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
 - the notification webhook URL lives in a Secret (``secretKeyRef``): a URL is a credential for Slack.
 - ``analysis`` is the analysis spec of ``lwsflow rollout --analysis`` (the same model), inline; the
   controller runs it after every stage's checks and records it in ``status.analysis`` (bounded).
+- ``pdProbe`` runs the cross-revision P/D compatibility probe (``--pd-probe``) before a pair's rollout
+  mixes revisions; opt-in (a canary model load per release, and the opt-in RBAC of
+  ``overlays/controller/pdprobe``), for ``LeaderWorkerSetPair`` targets only (docs/controller.md).
 """
 
 from __future__ import annotations
@@ -137,6 +140,14 @@ class Notifications(_Model):
     webhooks: list[Webhook] = Field(default_factory=list)
 
 
+class PdProbe(_Model):
+    """Before a pair's rollout mixes revisions: hand KV off across them both ways (docs/rollout.md
+    "Cross-revision P/D compatibility"); an incompatible release is refused or switched all at once."""
+
+    enabled: bool = True
+    onIncompatible: Literal["refuse", "all-at-once"] = "refuse"
+
+
 class RolloutPolicySpec(_Model):
     targetRef: TargetRef
     # partition: stages of groups updated in place; blue-green: a second P/D pair in its own
@@ -147,6 +158,7 @@ class RolloutPolicySpec(_Model):
     onFailure: Literal["rollback", "hold"] = "rollback"
     notifications: Notifications | None = None
     analysis: AnalysisSpec | None = None  # run after every stage's checks (docs/analysis.md)
+    pdProbe: PdProbe | None = None  # off unless set: `pdProbe: {}` probes with onIncompatible refuse
 
     @field_validator("progressDeadline")
     @classmethod
@@ -184,6 +196,24 @@ class RolloutPolicySpec(_Model):
         if kind == "LeaderWorkerSetPair" and self.stages[0].pause is not None:
             # the pair coordinator starts both roles' rollouts together with stage 1
             raise ValueError("a LeaderWorkerSetPair cannot have a manual gate before its first stage")
+        return self
+
+    @model_validator(mode="after")
+    def _pd_probe_fits_target(self) -> RolloutPolicySpec:
+        if self.pdProbe is None or not self.pdProbe.enabled:
+            return self
+        if self.targetRef.kind == "LeaderWorkerSet":
+            raise ValueError("pdProbe is for a LeaderWorkerSetPair target: a LeaderWorkerSet has no "
+                             "prefill and decode roles whose revisions could mix")
+        if self.targetRef.kind == "DisaggregatedSet":
+            # no partition: the DS controller mixes revisions as soon as Git applies the new roles
+            raise ValueError("pdProbe is for a LeaderWorkerSetPair target: a DisaggregatedSet has no "
+                             "partition, so its controller mixes revisions as soon as Git applies the new "
+                             "roles, before any probe could answer; probe it before the sync (`lwsflow "
+                             "rollout run ds/NAME --manifest FILE --pd-probe`)")
+        if self.strategy == "blue-green":
+            raise ValueError("pdProbe is for strategy partition: blue-green never mixes revisions "
+                             "(green is a new pool)")
         return self
 
     def stages_text(self) -> str:
@@ -255,6 +285,19 @@ class AnalysisStatus(_Model):
     verdicts: list[AnalysisVerdict] = Field(default_factory=list, max_length=ANALYSIS_VERDICTS_LIMIT)
 
 
+class PdProbeStatus(_Model):
+    """The P/D probe's verdict on one template of the pair (``templateKey``: decode's and prefill's
+    template hashes) under one policy generation. Refused and NotRun hold that template: it is not
+    rolled, nor probed again, until Git syncs another (NotRun: or ``RETRY_NOT_RUN_S`` have passed)."""
+
+    templateKey: str = ""
+    observedGeneration: int = 0
+    verdict: Literal["Probing", "Compatible", "AllAtOnce", "Refused", "NotRun"] = "Probing"
+    failed: list[str] = Field(default_factory=list)  # directions, e.g. "new prefill -> old decode"
+    message: str = ""
+    time: str = ""
+
+
 class RolloutPolicyStatus(_Model):
     observedGeneration: int = 0
     phase: Phase = "Idle"
@@ -270,6 +313,7 @@ class RolloutPolicyStatus(_Model):
     conditions: list[Condition] = Field(default_factory=list)
     history: list[RolloutRecord] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     analysis: AnalysisStatus | None = None  # written by the rollout's driver, not derived
+    pdProbe: PdProbeStatus | None = None  # written by the driver before a pair's rollout starts
 
 
 class RolloutPolicy(_Model):

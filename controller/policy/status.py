@@ -83,14 +83,18 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     }
 
 
+DRIVER_KEYS = ("analysis", "pdProbe")  # written by the rollout's driver, never derived here
+
+
 def derived(s: Obj) -> Obj:
-    """The part of a status this module derives: all but ``analysis``, which the rollout's driver
-    writes (``policy/analysis_status.py``); a status write leaves it to the driver."""
-    return {k: v for k, v in s.items() if k != "analysis"}
+    """The part of a status this module derives: all but ``analysis`` and ``pdProbe``, which the
+    rollout's driver writes (``policy/analysis_status.py``, ``incluster/pd_gate.py``); a status write
+    leaves them to the driver."""
+    return {k: v for k, v in s.items() if k not in DRIVER_KEYS}
 
 
 def same(a: Obj, b: Obj) -> bool:
-    """Equal but for condition timestamps and the driver's ``analysis`` (so an unchanged status is not
+    """Equal but for condition timestamps and the driver's keys (so an unchanged status is not
     rewritten)."""
     def strip(s: Obj) -> Obj:
         return {**derived(s), "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"}

@@ -38,7 +38,11 @@ HUMAN_PHASES = ("WaitingForPromotion", "Paused")  # the rollout waits for a pers
 
 
 def verdict(status: Obj, template_hash: str) -> str | None:
-    """"Succeeded", a failed phase, or None (no verdict on ``template_hash`` yet)."""
+    """"Succeeded", a failed phase, "Refused" (the P/D probe held the template: incluster/pd_gate.py),
+    or None (no verdict on ``template_hash`` yet)."""
+    probe = status.get("pdProbe") or {}
+    if probe.get("verdict") == "Refused" and template_hash in str(probe.get("templateKey") or "").split(","):
+        return "Refused"
     if status.get("stableRevision") == template_hash and status.get("phase") in ("Idle", "Succeeded"):
         return "Succeeded"
     for h in reversed(status.get("history") or []):

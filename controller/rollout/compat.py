@@ -59,6 +59,7 @@ class CompatResult:
 
 
 CompatProbe = Callable[[CompatContext], CompatResult]
+Hint = Callable[[str, str], str]  # (cli target, namespace) -> the way forward a refusal recommends
 
 
 def blue_green_hint(cli_target: str, namespace: str) -> str:
@@ -69,11 +70,20 @@ def blue_green_hint(cli_target: str, namespace: str) -> str:
             "of each role must fit)")
 
 
-def refusal(cli_target: str, namespace: str, res: CompatResult) -> str:
+def policy_hint(cli_target: str, namespace: str) -> str:
+    """The same recommendation for a RolloutPolicy (the in-cluster controller): its fields, not flags;
+    short, so that it fits the policy's status message."""
+    return ("roll it out as a new pool (`strategy: blue-green`: a second pair, traffic shifted by "
+            "HTTPRoute weights) or set `spec.pdProbe.onIncompatible: all-at-once` (each role switched in "
+            "one step; a full second copy must fit)")
+
+
+def refusal(cli_target: str, namespace: str, res: CompatResult, hint: Hint = blue_green_hint) -> str:
     """The one-line message of a rollout refused because the revisions cannot hand KV off."""
     if not res.ran:
         return (f"{cli_target} -n {namespace}: the cross-revision P/D probe could not run, so nothing was "
                 f"changed: {res.detail}")
+    # the way forward before the engines' (long) errors, so a truncated line still says what to do
     return (f"{cli_target} -n {namespace}: refused, nothing changed: the new revision cannot hand KV off "
-            f"across revisions ({'; '.join(res.failed)}): {res.detail}. A staged rollout would mix "
-            f"revisions and fail those requests; {blue_green_hint(cli_target, namespace)}")
+            f"across revisions ({'; '.join(res.failed)}). A staged rollout would mix revisions and fail "
+            f"those requests; {hint(cli_target, namespace)}. The probe: {res.detail}")

@@ -27,6 +27,7 @@ from lwsflow.controller.rollout.compat import (
     REFUSE,
     CompatContext,
     CompatResult,
+    Hint,
     RoleRevision,
     blue_green_hint,
     refusal,
@@ -47,7 +48,7 @@ def _cluster(kube: Kube) -> tuple[list[Obj], list[Obj]]:
     return nodes, pods
 
 
-def _probe(opts: RolloutOptions, ctx: CompatContext, cli_target: str, log: Log) -> CompatResult:
+def _probe(opts: RolloutOptions, ctx: CompatContext, cli_target: str, log: Log, hint: Hint) -> CompatResult:
     assert opts.pd_probe is not None
     if opts.on_incompatible not in ON_INCOMPATIBLE:  # before the probe writes its canaries
         raise InvalidInput(f"must be one of {', '.join(ON_INCOMPATIBLE)}, got {opts.on_incompatible!r}",
@@ -57,20 +58,21 @@ def _probe(opts: RolloutOptions, ctx: CompatContext, cli_target: str, log: Log) 
     if res.ok:
         return res
     if not res.ran or opts.on_incompatible == REFUSE:
-        raise OperationFailed(refusal(cli_target, ctx.namespace, res))
+        raise OperationFailed(refusal(cli_target, ctx.namespace, res, hint))
     return res
 
 
 def _no_fit(cli_target: str, namespace: str, res: CompatResult,
-            rep: capacity.CapacityReport) -> OperationFailed:
+            rep: capacity.CapacityReport, hint: Hint) -> OperationFailed:
     return OperationFailed(
         f"{cli_target} -n {namespace}: refused, nothing changed: the revisions cannot hand KV off "
-        f"({'; '.join(res.failed)}) and --on-incompatible all-at-once needs a full second copy of each "
-        f"role at once, which does not fit: {rep.message}; {blue_green_hint(cli_target, namespace)}")
+        f"({'; '.join(res.failed)}) and all-at-once needs a full second copy of each role at once, "
+        f"which does not fit: {rep.message}; {hint(cli_target, namespace)}")
 
 
 def guard_pair(kube: Kube, clock: Clock, namespace: str, pair: str, opts: RolloutOptions,
-               docs: dict[str, Obj], live: dict[str, Obj], log: Log) -> tuple[RolloutOptions, bool]:
+               docs: dict[str, Obj], live: dict[str, Obj], log: Log,
+               hint: Hint = blue_green_hint) -> tuple[RolloutOptions, bool]:
     """Probe a pair before its rollout starts; returns the options to roll with and whether the
     all-at-once switch (with its joint capacity check) was made. ``docs`` gain the switched budgets."""
     roles = {}
@@ -86,14 +88,14 @@ def guard_pair(kube: Kube, clock: Clock, namespace: str, pair: str, opts: Rollou
                                    changed)
     cli = f"pair/{pair}"
     res = _probe(opts, CompatContext("LeaderWorkerSetPair", namespace, pair, roles, clock, opts.deadline_s),
-                 cli, log)
+                 cli, log, hint)
     if res.ok:
         return opts, False
     nodes, pods = _cluster(kube)
     plans = [capacity.lws_plan(docs.get(r) or live[r], pods, namespace=namespace) for r in PD_ROLES]
     rep = capacity.simulate(capacity.all_at_once(plans), nodes, pods)
     if not rep.fits:
-        raise _no_fit(cli, namespace, res, rep)
+        raise _no_fit(cli, namespace, res, rep, hint)
     for role in PD_ROLES:
         budget = capacity.Budget(gate.replicas(docs.get(role) or live[role]), 0)
         if role in docs:
@@ -102,8 +104,8 @@ def guard_pair(kube: Kube, clock: Clock, namespace: str, pair: str, opts: Rollou
             kube.merge_patch(LWS, namespace, live[role]["metadata"]["name"], {"spec": {"rolloutStrategy": {
                 "rollingUpdateConfiguration": {"maxSurge": budget.max_surge, "maxUnavailable": 0}}}},
                 field_manager=L.FIELD_MANAGER)
-    log(f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); --on-incompatible all-at-once: "
-        f"each role switches in one step with a full surge: {rep.message}")
+    log(f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); all-at-once: each role switches in "
+        f"one step with a full surge: {rep.message}")
     return dataclasses.replace(opts, stages="100%", together=True), True
 
 
@@ -126,7 +128,7 @@ def guard_ds(kube: Kube, clock: Clock, namespace: str, name: str, opts: RolloutO
                                     _fingerprint(lwt) != _fingerprint(before))
     cli = f"ds/{name}"
     res = _probe(opts, CompatContext("DisaggregatedSet", namespace, name, roles, clock, opts.deadline_s),
-                 cli, log)
+                 cli, log, blue_green_hint)
     if res.ok:
         return doc, False
     budgets = {r["name"]: capacity.Budget(gate.replicas(r), 0)
@@ -135,7 +137,7 @@ def guard_ds(kube: Kube, clock: Clock, namespace: str, name: str, opts: RolloutO
     nodes, pods = _cluster(kube)
     rep = capacity.check_ds(switched, nodes, pods, namespace=namespace)
     if not rep.fits:
-        raise _no_fit(cli, namespace, res, rep)
+        raise _no_fit(cli, namespace, res, rep, blue_green_hint)
     log(f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); --on-incompatible all-at-once: "
         f"each role switches in one step with a full surge: {rep.message}")
     return switched, True

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from lwsflow.controller.incluster.driver import SmokeFactory
     from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.policy.model import SmokeCheck
+    from lwsflow.controller.rollout.compat import CompatProbe
     from lwsflow.controller.rollout.hooks import Hook
 
 controller_app = typer.Typer(help="The in-cluster rollout controller (RolloutPolicy).", no_args_is_help=True)
@@ -99,6 +100,7 @@ def run(
     ctl = Controller(kube, clock, namespace=watched,
                      leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
                      analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
+                     pd_probe=_pd_probe(kube),
                      resync_s=resync_s, stop=stop)
     mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=lambda: True).start()
     hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
@@ -146,6 +148,14 @@ def _analysis(kube: Kube, kubeconfig: str | None, prometheus_url: str | None,
         return analysis_hook(spec, kube, prometheus_url, local, smoke=smoke_measure(kubeconfig),
                              on_measurement=on_measurement)
     return factory
+
+
+def _pd_probe(kube: Kube) -> CompatProbe:
+    """The policies' cross-revision P/D probe (``pdProbe``): `lwsflow rollout --pd-probe`'s, from
+    components (controller/ must not import components)."""
+    from lwsflow.components.pd_probe import pd_probe
+
+    return pd_probe(kube)
 
 
 def _smoke(kubeconfig: str | None) -> SmokeFactory:
