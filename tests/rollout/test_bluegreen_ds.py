@@ -310,9 +310,14 @@ def test_sigkill_mid_shift_then_resume_on_a_ds_without_status(tmp_path: Path,
         assert main(["rollout", "run", "ds/chat", *kc, "--manifest", str(mf)]) == 2
         err = capsys.readouterr().err
         assert "blue-green" in err and "--strategy blue-green to resume it" in err
-        second = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env_vars)
+        # the rerun smoke-tests green (ds/<green>) at each stage it checks
+        second = subprocess.run([*base, "--smoke", "--report", str(tmp_path / "rep.json")],
+                                capture_output=True, text=True, timeout=180, env=env_vars)
         assert second.returncode == 0, second.stdout + second.stderr
         assert "succeeded" in second.stdout and "stage-2-passed" in second.stdout
+        stages = json.loads((tmp_path / "rep.json").read_text())["stages"]
+        assert [(s["target_groups"], s["hooks"]) for s in stages] == [(50, ["smoke passed"]),
+                                                                       (100, ["smoke passed"])], stages
         assert "stage-2-shifted" not in second.stdout  # the 50% weights were not written again
         assert env.green_weights() == [None, 0, 10, 50, 100]
         final = P.BlueGreenState.from_route(env.kube.get(HTTP_ROUTE, NS, "chat"))
