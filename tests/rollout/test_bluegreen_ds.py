@@ -343,6 +343,17 @@ def test_cli_refuses_blue_green_of_a_plain_lws_and_a_ds_without_manifest(
     assert main(["rollout", "run", "ds/x", "--strategy", "blue-green", "--auto-budget", "--manifest", "m",
                  *kc]) == 2
     assert "--auto-budget" in capsys.readouterr().err
+    # no blue DS, then a blue DS that no InferencePool selects: one line each, nothing created
+    bg = ["rollout", "run", "ds/chat", "--strategy", "blue-green", "--manifest", str(env.manifest(GREEN)),
+          *kc]
+    assert main(bg) == 2
+    assert "target: DisaggregatedSet default/chat not found" in capsys.readouterr().err
+    env.kube.create(DS, NS, env.ds(BLUE))
+    assert main(bg) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "exactly one InferencePool in default selecting the leader pods of chat; found none" in err, err
+    assert [o["metadata"]["name"] for o in env.kube.list(DS, NS)[0]] == ["chat"]
 
 
 # -- the DS part, from its inputs alone ----------------------------------------------------------------
