@@ -1,4 +1,4 @@
-"""Blue-green per kind: what differs between a P/D pair (two LWS) and a DisaggregatedSet.
+"""Blue-green per kind: what differs between a P/D pair (two LWS), a DisaggregatedSet and a single LWS.
 
 The executor (:mod:`bluegreen`) and the planner (:mod:`bluegreen_plan`: weights, route writes, state,
 next step) are written once; a kind answers the kind-specific questions, as :mod:`kinds` does for the
@@ -14,6 +14,8 @@ what deleting a side deletes.
   nothing to add to the templates. Readiness is the DS gate of :class:`ds.DsKind` (the per-role
   equality from ``status.roleStatuses``, or from the child LWS where a released DS controller writes
   no status); deleting the DS deletes its child LWS by owner reference.
+- **lws** (``lws/NAME``): blue is the LWS; green a second LWS ``<base>-<rev>``; the pools tell them
+  apart by the LWS controller's ``leaderworkerset.sigs.k8s.io/name`` pod label.
 """
 
 from __future__ import annotations
@@ -216,15 +218,7 @@ def ds_green_side(base: str, rev: str, manifest: Obj) -> P.Side:
 
 def green_ds(manifest: Obj, green: P.Side, rev: str, namespace: str) -> Obj:
     """The new revision's DS: the manifest renamed, labelled with the revision, no rollout state."""
-    obj = copy.deepcopy(manifest)
-    meta = obj.setdefault("metadata", {})
-    for k in ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields"):
-        meta.pop(k, None)
-    obj.pop("status", None)
-    meta.update(name=green.pair, namespace=namespace, labels={**(meta.get("labels") or {}), L.REVISION: rev})
-    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
-                           if not k.startswith(L.ROLLOUT_PREFIX)}
-    return obj
+    return P.fresh_copy(manifest, green.pair, namespace, {L.REVISION: rev})
 
 
 def ds_capacity_objs(ds: Obj) -> list[Obj]:
@@ -290,11 +284,90 @@ class DsBlueGreen(_Base):
         self._delete(DS, side.pair)  # its child LWS go by owner reference
 
 
+# -- a single LeaderWorkerSet ----------------------------------------------------------------------------
+
+
+def lws_role(lws: Obj) -> str:
+    """The role an LWS serves (``lwsflow.io/role``, else ``aggregated``): the analysis's ``{{role}}``."""
+    return str(((lws.get("metadata") or {}).get("labels") or {}).get(L.ROLE) or "aggregated")
+
+
+def lws_green_side(base: str, rev: str, role: str) -> P.Side:
+    """Green's LWS ``<base>-<rev>``: the LWS controller labels its pods with that name
+    (``leaderworkerset.sigs.k8s.io/name``), so it must be a label value of at most 63 characters."""
+    name = f"{base}-{rev}"
+    if len(name) > 63:
+        raise InvalidInput(f"green LeaderWorkerSet name {name!r} is longer than 63 characters; shorten the "
+                           "LeaderWorkerSet's name", field="target")
+    return P.Side(name, name, {role: name}, "lws")
+
+
+class LwsBlueGreen(_Base):
+    """A single LWS (an aggregated model, or one served alone): blue the LWS, green a second LWS. The
+    LWS controller labels every pod with ``leaderworkerset.sigs.k8s.io/name`` (lws-semantics §a), which
+    tells the two LWS's pods apart with nothing added to the templates."""
+
+    target = "lws"
+    kind = L.LWS_KIND
+
+    def find_blue(self, name: str) -> dict[str, Obj]:
+        try:
+            obj = self.kube.get(LWS, self.ns, name)
+        except NotFound:
+            raise InvalidInput(f"LeaderWorkerSet {self.ns}/{name} not found", field="target") from None
+        return {lws_role(obj): obj}
+
+    def leader_labels(self, blue: dict[str, Obj]) -> list[dict[str, str]]:
+        return [{**P.pod_labels(o), L.NAME: o["metadata"]["name"]} for o in blue.values()]
+
+    def revision(self, manifests: dict[str, Obj]) -> str:
+        return state.template_hash(state.template_of(manifests[""]))[:P.REV_LEN]
+
+    def blue_revision(self, blue: dict[str, Obj]) -> str:
+        return next(str((o["metadata"].get("labels") or {}).get(L.REVISION, "")) for o in blue.values())
+
+    def green_side(self, name: str, blue: dict[str, Obj], rev: str, manifests: dict[str, Obj]) -> P.Side:
+        old = self.blue_revision(blue)
+        base = name[: -len(old) - 1] if old and name.endswith(f"-{old}") else name
+        return lws_green_side(base, rev, lws_role(manifests[""]))
+
+    def blue_side(self, name: str, pool: str, blue: dict[str, Obj]) -> P.Side:
+        return P.Side(name, pool, {r: name for r in blue}, "lws")
+
+    def narrowed_selector(self, pool: Obj, name: str, blue: dict[str, Obj]) -> dict[str, str]:
+        match = dict(((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        return {**match, L.NAME: name}
+
+    def green_objects(self, manifests: dict[str, Obj], green: P.Side, rev: str) -> list[tuple[Resource, Obj]]:
+        return [(LWS, P.fresh_lws(manifests[""], green.pair, self.ns, {L.REVISION: rev}, {}))]
+
+    def green_pool(self, blue_pool: Obj, green: P.Side, rev: str) -> Obj:
+        return P.green_pool(blue_pool, green, rev, self.ns, select={L.NAME: green.pair})
+
+    def capacity_objs(self, objs: list[Obj]) -> list[Obj]:
+        return objs
+
+    def exists(self, side: P.Side) -> bool:
+        return self._exists(LWS, side.pair)
+
+    def ready(self, side: P.Side) -> dict[str, GateResult]:
+        return {r: gate.lws_fully_rolled(self.kube.get(LWS, self.ns, side.pair)) for r in side.lws}
+
+    def hook_context(self, st: P.BlueGreenState) -> tuple[Obj, dict[str, tuple[str, str]]]:
+        assert st.green is not None and st.blue is not None
+        return (self.kube.get(LWS, self.ns, st.green.pair),
+                {r: (st.green.pair, st.blue.pair) for r in st.green.lws})
+
+    def delete(self, side: P.Side) -> None:
+        self._delete(LWS, side.pair)
+
+
 def kind_for(target: str, kube: Kube, namespace: str) -> BlueGreenKind:
     """The blue-green kind of a TARGET prefix (``pair`` or ``ds``)."""
     if target == "ds":
         return DsBlueGreen(kube, namespace)
     if target == "pair":
         return PairBlueGreen(kube, namespace)
-    raise InvalidInput(f"blue-green rolls a P/D pair (pair/NAME) or a DisaggregatedSet (ds/NAME), not "
-                       f"{target}/", field="strategy")
+    if target == "lws":
+        return LwsBlueGreen(kube, namespace)
+    raise InvalidInput(f"blue-green rolls lws/NAME, pair/NAME or ds/NAME, not {target}/", field="strategy")

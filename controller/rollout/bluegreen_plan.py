@@ -111,23 +111,37 @@ def _template_labels(lws: Obj) -> list[Obj]:
     return out
 
 
-def green_lws(manifest: Obj, green: Side, role: str, rev: str, namespace: str) -> Obj:
-    """The new revision's LWS for ``role``: the manifest renamed, relabelled and at partition 0."""
+def fresh_copy(manifest: Obj, name: str, namespace: str, labels: dict[str, str]) -> Obj:
+    """``manifest`` as a new object: renamed, ``labels`` added, without server fields, status or
+    rollout state annotations."""
     obj = copy.deepcopy(manifest)
     meta = obj.setdefault("metadata", {})
     for k in ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields"):
         meta.pop(k, None)
     obj.pop("status", None)
-    mark = {L.PD_PAIR: green.pair, L.REVISION: rev, L.ROLE: role}
-    meta.update(name=green.lws[role], namespace=namespace, labels={**(meta.get("labels") or {}), **mark})
-    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(L.ROLLOUT_PREFIX)}
-    meta["annotations"] = ann
-    for labels in _template_labels(obj):
-        labels.update(mark)
+    meta.update(name=name, namespace=namespace, labels={**(meta.get("labels") or {}), **labels})
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                           if not k.startswith(L.ROLLOUT_PREFIX)}
+    return obj
+
+
+def fresh_lws(manifest: Obj, name: str, namespace: str, labels: dict[str, str],
+              pod_labels: dict[str, str]) -> Obj:
+    """A new LWS from ``manifest`` (:func:`fresh_copy`), ``pod_labels`` on its pod templates, at
+    partition 0 (a fresh LWS: nothing to stage, every group starts on its template)."""
+    obj = fresh_copy(manifest, name, namespace, labels)
+    for tl in _template_labels(obj):
+        tl.update(pod_labels)
     ruc = ((obj["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration"))
     if isinstance(ruc, dict) and "partition" in ruc:
-        ruc["partition"] = 0  # a fresh LWS: nothing to stage, every group starts on its template
+        ruc["partition"] = 0
     return obj
+
+
+def green_lws(manifest: Obj, green: Side, role: str, rev: str, namespace: str) -> Obj:
+    """The new revision's LWS for ``role``: the manifest renamed, relabelled and at partition 0."""
+    mark = {L.PD_PAIR: green.pair, L.REVISION: rev, L.ROLE: role}
+    return fresh_lws(manifest, green.lws[role], namespace, mark, mark)
 
 
 def pod_labels(lws: Obj) -> dict[str, str]:

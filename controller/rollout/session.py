@@ -160,13 +160,10 @@ STRATEGIES = ("partition", "blue-green")
 
 
 def check_strategy(strategy: str, target: Target) -> None:
-    """``partition`` (stages of groups in place) or ``blue-green`` (a second pair or DS, traffic by
+    """``partition`` (stages of groups in place) or ``blue-green`` (a second LWS, pair or DS, traffic by
     weights)."""
     if strategy not in STRATEGIES:
         raise InvalidInput(f"{strategy!r} is not one of {', '.join(STRATEGIES)}", field="strategy")
-    if strategy == "blue-green" and target.kind not in ("pair", "ds"):
-        raise InvalidInput(f"blue-green rolls a P/D pair (pair/NAME) or a DisaggregatedSet (ds/NAME), not "
-                           f"{target.kind}/", field="strategy")
 
 
 def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
@@ -176,7 +173,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
     check_strategy(strategy, target)
     docs = load_manifests(manifest, target) if manifest else {}
-    if target.kind in ("pair", "ds") and strategy != "blue-green":
+    if strategy != "blue-green":
         bg = blue_green_state(kube, target)
         if bg is not None and bg.active:
             raise InvalidInput(f"blue-green {bg.id} of {target.kind} {target.name} is in progress "
@@ -234,8 +231,8 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
 
 
 def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:
-    """The blue-green state naming ``target`` (a pair or a DS) as blue, from its HTTPRoute (None: none,
-    or no Gateway API on the cluster)."""
+    """The blue-green state naming ``target`` (an LWS, a pair or a DS) as blue, from its HTTPRoute
+    (None: none, or no Gateway API on the cluster)."""
     from lwsflow.controller.rollout.bluegreen import route_of
     from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 
@@ -301,7 +298,7 @@ def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> li
 def status(kube: Kube, target: Target) -> list[Obj]:
     """The persisted state and the live gate numbers of the target's objects."""
     rows = []
-    bg = blue_green_state(kube, target) if target.kind in ("pair", "ds") else None
+    bg = blue_green_state(kube, target)
     if bg is not None and bg.green is not None:
         rows.append({"name": target.name, "strategy": "blue-green", "id": bg.id, "phase": bg.phase,
                      "weights": bg.weights, "stage": bg.stage + 1, "passed": bg.passed,

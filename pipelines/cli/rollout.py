@@ -116,7 +116,7 @@ def run(
         "--on-incompatible", help="with --pd-probe, when the revisions cannot hand off: refuse (default) "
         "or all-at-once (each role in one step, capacity checked)")] = None,
     strategy: Annotated[str, typer.Option(help="partition (stages of groups in place) or blue-green (a "
-                                           "second P/D pair or DS, traffic moved by HTTPRoute weights)")]
+                                           "second LWS, P/D pair or DS, traffic moved by HTTPRoute weights)")]
     = "partition",
     weights: Annotated[str | None, typer.Option(help="blue-green: green's traffic percent per stage "
                                                 "[default: 10,50,100]")] = None,

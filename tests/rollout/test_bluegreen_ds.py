@@ -332,12 +332,8 @@ def test_sigkill_mid_shift_then_resume_on_a_ds_without_status(tmp_path: Path,
         env.close()
 
 
-def test_cli_refuses_blue_green_of_a_plain_lws_and_a_ds_without_manifest(
-        env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refuses_ds_blue_green_misuse(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     kc = ["--kubeconfig", str(env.sim.kubeconfig)]
-    assert main(["rollout", "run", "lws/x", "--strategy", "blue-green", *kc]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "strategy" in err and "(pair/NAME) or a DisaggregatedSet (ds/NAME)" in err
     assert main(["rollout", "run", "ds/x", "--strategy", "blue-green", *kc]) == 2
     assert "--manifest" in capsys.readouterr().err
     assert main(["rollout", "run", "ds/x", "--strategy", "blue-green", "--auto-budget", "--manifest", "m",
