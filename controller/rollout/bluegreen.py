@@ -1,14 +1,15 @@
-"""Blue-green for a P/D pair or a DisaggregatedSet, the executor: the I/O around :mod:`bluegreen_plan`.
+"""Blue-green of a P/D pair, a DisaggregatedSet or an LWS, the executor: the I/O around
+:mod:`bluegreen_plan`.
 
-``lwsflow rollout pair/NAME|ds/NAME --strategy blue-green --manifest FILE [--weights 10,50,100]``; what
-differs between a pair and a DS (find blue, green objects, readiness, delete) is in
+``lwsflow rollout pair/NAME|ds/NAME|lws/NAME --strategy blue-green --manifest FILE [--weights ...]``;
+what differs between the kinds (find blue, green objects, readiness, delete) is in
 :mod:`bluegreen_kinds`:
 
-1. find blue (the pair, or the DS), the InferencePool selecting its pods and the HTTPRoute sending
+1. find blue (the pair, the DS or the LWS), the InferencePool selecting its pods and the HTTPRoute sending
    traffic to it; check that green fits beside blue (GPUs per node pool, or refuse naming what is
    missing); narrow the blue pool to the blue pods;
 2. one route write: the state (phase ``Starting``) and the green pool's backendRef at weight 0;
-3. create green (the LWS pair, or the DS) and its pool (a rerun finds them and goes on) and wait for
+3. create green (a second pair, DS or LWS) and its pool (a rerun finds them and goes on) and wait for
    its readiness equality (every group of every role updated and ready) within ``--deadline``;
 4. per weight stage: write the weights (blue ``100 - w``, green ``w``) together with the previous
    stage's pass, bake ``--bake`` of cluster time with green staying ready, run the checks (analysis of
@@ -69,8 +70,8 @@ def find_pool_and_route(kube: Kube, namespace: str, leaders: list[dict[str, str]
 
 
 def route_of(kube: Kube, namespace: str, pair: str, kind: str = "pair") -> Obj | None:
-    """The HTTPRoute whose blue-green state names ``pair`` (``kind`` ``ds``: the DS) as blue (the last
-    one, done or not)."""
+    """The HTTPRoute whose blue-green state names ``pair`` as blue (``kind``: ``pair``, ``ds`` or ``lws``;
+    the last one, done or not)."""
     for r in kube.list(HTTP_ROUTE, namespace)[0]:
         st = P.BlueGreenState.from_route(r)
         if st.blue is not None and st.blue.pair == pair and st.blue.kind == kind:
@@ -79,9 +80,9 @@ def route_of(kube: Kube, namespace: str, pair: str, kind: str = "pair") -> Obj |
 
 
 class BlueGreenRollout:
-    """Drives one blue-green of a P/D pair or a DS from its persisted state (see the module docstring).
+    """Drives one blue-green from its persisted state (see the module docstring).
 
-    ``pair`` is blue's name (the pair label, or the DS's name); ``kind`` the pair or DS part
+    ``pair`` is blue's name (the pair label, or the DS's or LWS's name); ``kind`` the kind-specific part
     (default: a pair)."""
 
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
@@ -203,7 +204,7 @@ class BlueGreenRollout:
             self.clock.sleep(self.poll_s)
 
     def _ensure_green(self, st: P.BlueGreenState) -> None:
-        """Create green (the LWS pair, or the DS) and its pool; ones a crashed run created are adopted."""
+        """Create green (a pair, DS or LWS) and its pool; ones a crashed run created are adopted."""
         assert st.green is not None and st.blue is not None
         rev = st.green.pair.rsplit("-", 1)[-1]
         if not self.manifests:

@@ -63,13 +63,13 @@ def parse_weights(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Side:
-    """One revision's objects: the pair label (``kind`` ``ds``: the DisaggregatedSet's name), its
+    """One revision's objects: the pair label (``kind`` ``ds`` or ``lws``: the DS's or LWS's name), its
     InferencePool and its LWS per role (a DS: none, its controller names its children)."""
 
     pair: str
     pool: str
     lws: dict[str, str]
-    kind: str = "pair"  # the TARGET prefix: pair or ds
+    kind: str = "pair"  # the TARGET prefix: pair, ds or lws
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
