@@ -148,9 +148,18 @@ def _scrape_first(prometheus: Prometheus | None, kube: Kube, namespace: str,
     return None
 
 
+def _bg_revision(kube: Kube, ctx: HookContext, name: str, role: str) -> str:
+    """The revision of ``role`` in a blue-green side: an LWS's leader StatefulSet's, or for a DS
+    (``name`` the DS, as Prometheus labels its pods) its role's newest child LWS's."""
+    if ctx.kind == L.DS_KIND:
+        return next((t.new for t in ds_targets(kube, ctx.namespace, name) if t.role == role), "")
+    return _label(kube.get(STATEFULSET, ctx.namespace, name), L.TEMPLATE_REVISION_HASH)
+
+
 def _blue_green(spec: AnalysisSpec, kube: Kube, measure: Measure, prometheus: Prometheus | None,
                 ctx: HookContext) -> HookResult:
-    """One weight stage of a blue-green: each role's green LWS against its blue LWS (both serve now)."""
+    """One weight stage of a blue-green: each role's green LWS (or DS role) against blue's (both serve
+    now)."""
     if ctx.target_groups >= 100 and any(m.compare for m in spec.metrics):
         return HookResult(True, "analysis skipped at green 100%: blue serves no traffic to compare with")
     lws = {n for pair in ctx.compare.values() for n in pair}
@@ -160,8 +169,7 @@ def _blue_green(spec: AnalysisSpec, kube: Kube, measure: Measure, prometheus: Pr
     details: list[str] = []
     records: list[dict[str, object]] = []
     for role, (green, blue) in ctx.compare.items():
-        new = _label(kube.get(STATEFULSET, ctx.namespace, green), L.TEMPLATE_REVISION_HASH)
-        stable = _label(kube.get(STATEFULSET, ctx.namespace, blue), L.TEMPLATE_REVISION_HASH)
+        new, stable = _bg_revision(kube, ctx, green, role), _bg_revision(kube, ctx, blue, role)
         args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": green,
                 "stable_lws": blue, "role": role}
         res = run_analysis(spec, args, measure)

@@ -1,20 +1,23 @@
-"""Blue-green for a P/D pair, the executor: the I/O around :mod:`bluegreen_plan`.
+"""Blue-green of a P/D pair, a DisaggregatedSet or an LWS, the executor: the I/O around
+:mod:`bluegreen_plan`.
 
-``lwsflow rollout pair/NAME --strategy blue-green --manifest FILE [--weights 10,50,100]``:
+``lwsflow rollout pair/NAME|ds/NAME|lws/NAME --strategy blue-green --manifest FILE [--weights ...]``;
+what differs between the kinds (find blue, green objects, readiness, delete) is in
+:mod:`bluegreen_kinds`:
 
-1. find the blue pair, the InferencePool selecting its pods and the HTTPRoute sending traffic to it;
-   check that the green pair fits beside the blue one (GPUs per node pool, or refuse naming what is
+1. find blue (the pair, the DS or the LWS), the InferencePool selecting its pods and the HTTPRoute sending
+   traffic to it; check that green fits beside blue (GPUs per node pool, or refuse naming what is
    missing); narrow the blue pool to the blue pods;
 2. one route write: the state (phase ``Starting``) and the green pool's backendRef at weight 0;
-3. create the green LWS pair and pool (a rerun finds them and goes on) and wait for both LWS's
-   readiness equality (every group updated and ready) within ``--deadline``;
+3. create green (a second pair, DS or LWS) and its pool (a rerun finds them and goes on) and wait for
+   its readiness equality (every group of every role updated and ready) within ``--deadline``;
 4. per weight stage: write the weights (blue ``100 - w``, green ``w``) together with the previous
    stage's pass, bake ``--bake`` of cluster time with green staying ready, run the checks (analysis of
    green against blue, smoke, hooks);
-5. the last pass drops the blue backendRef (phase ``Finishing``); then the blue LWS and pool are deleted.
+5. the last pass drops the blue backendRef (phase ``Finishing``); then blue and its pool are deleted.
 
 A failed stage (deadline, check) shifts every request back to blue and removes green's backendRef in
-one write (``RollingBack``), then deletes the green LWS and pool. Every write re-reads the route and
+one write (``RollingBack``), then deletes green and its pool. Every write re-reads the route and
 carries its resourceVersion; a restarted controller asks the planner again and goes on from the
 persisted state (a stage's checks run again; a stage's weights are never written twice).
 """
@@ -32,41 +35,29 @@ from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
-from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
+from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, NODE, POD, Resource
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import capacity, gate, state
+from lwsflow.controller.rollout import capacity, state
+from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen
 from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import FAILED, ROLLED_BACK, SUCCEEDED, Outcome, StageFailed
 from lwsflow.controller.rollout.report import RolloutReport
 
-KIND = "LeaderWorkerSetPair"
 # cluster seconds between taking a pool's last traffic away and deleting its pods: requests the gateway
 # sent just before the route write finish first (a Pod's grace period does this on a real cluster too)
 DRAIN_S = 30.0
 
 
-def find_blue(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
-    """The blue pair's LWS per role (exactly one each, labelled ``lwsflow.io/pd-pair=<pair>``)."""
-    items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
-    out: dict[str, list[Obj]] = {}
-    for o in items:
-        out.setdefault((o["metadata"].get("labels") or {}).get(L.ROLE, ""), []).append(o)
-    if any(len(out.get(r, [])) != 1 for r in P.ROLES):
-        raise InvalidInput(f"pair {namespace}/{pair}: need one LWS labelled {L.ROLE}=prefill and one =decode "
-                           f"with {L.PD_PAIR}={pair}, found {sorted(o['metadata']['name'] for o in items)}",
-                           field="target")
-    return {r: out[r][0] for r in P.ROLES}
-
-
-def find_pool_and_route(kube: Kube, namespace: str, blue: dict[str, Obj]) -> tuple[Obj, Obj]:
-    """The one InferencePool selecting the blue leaders of both roles and the one HTTPRoute using it."""
-    pools = [p for p in kube.list(INFERENCE_POOL, namespace)[0]
-             if all(P.selects(p, P.pod_labels(o)) for o in blue.values())]
+def find_pool_and_route(kube: Kube, namespace: str, leaders: list[dict[str, str]], blue: str
+                        ) -> tuple[Obj, Obj]:
+    """The one InferencePool selecting the blue leaders of every role (``leaders``: their labels, one
+    map per role) and the one HTTPRoute using it; ``blue`` names them in a refusal."""
+    pools = [p for p in kube.list(INFERENCE_POOL, namespace)[0] if all(P.selects(p, lb) for lb in leaders)]
     if len(pools) != 1:
         raise InvalidInput(f"blue-green needs exactly one InferencePool in {namespace} selecting the leader "
-                           f"pods of {', '.join(o['metadata']['name'] for o in blue.values())}; found "
+                           f"pods of {blue}; found "
                            f"{sorted(p['metadata']['name'] for p in pools) or 'none'}", field="target")
     name = pools[0]["metadata"]["name"]
     routes = [r for r in kube.list(HTTP_ROUTE, namespace)[0] if P.references(r, name)]
@@ -78,27 +69,32 @@ def find_pool_and_route(kube: Kube, namespace: str, blue: dict[str, Obj]) -> tup
     return pools[0], routes[0]
 
 
-def route_of(kube: Kube, namespace: str, pair: str) -> Obj | None:
-    """The HTTPRoute whose blue-green state names ``pair`` as blue (the last one, done or not)."""
+def route_of(kube: Kube, namespace: str, pair: str, kind: str = "pair") -> Obj | None:
+    """The HTTPRoute whose blue-green state names ``pair`` as blue (``kind``: ``pair``, ``ds`` or ``lws``;
+    the last one, done or not)."""
     for r in kube.list(HTTP_ROUTE, namespace)[0]:
         st = P.BlueGreenState.from_route(r)
-        if st.blue is not None and st.blue.pair == pair:
+        if st.blue is not None and st.blue.pair == pair and st.blue.kind == kind:
             return r
     return None
 
 
 class BlueGreenRollout:
-    """Drives one blue-green of a P/D pair from its persisted state (see the module docstring)."""
+    """Drives one blue-green from its persisted state (see the module docstring).
+
+    ``pair`` is blue's name (the pair label, or the DS's or LWS's name); ``kind`` the kind-specific part
+    (default: a pair)."""
 
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
                  weights: list[int], manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None,
-                 log: Callable[[str], None] = lambda _m: None) -> None:
+                 log: Callable[[str], None] = lambda _m: None, kind: BlueGreenKind | None = None) -> None:
         self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
         self.weights, self.manifests = weights, manifests or {}
         self.on_step, self.log = on_step, log
+        self.k: BlueGreenKind = kind or PairBlueGreen(kube, namespace)
         self.events = EventRecorder(kube, clock.now)
-        self.report = RolloutReport(KIND, namespace, pair, stages_spec=",".join(map(str, weights)),
+        self.report = RolloutReport(self.k.kind, namespace, pair, stages_spec=",".join(map(str, weights)),
                                     targets=list(weights))
         self.report.started = clock.now()
         self.route: Obj = {}
@@ -107,14 +103,14 @@ class BlueGreenRollout:
 
     # -- entry ---------------------------------------------------------------------------------------
     def run(self) -> Outcome:
-        route = route_of(self.kube, self.ns, self.pair)
+        route = route_of(self.kube, self.ns, self.pair, self.k.target)
         st = P.BlueGreenState.from_route(route) if route is not None else P.BlueGreenState()
         mhash = state.template_hash({r: state.template_of(m) for r, m in self.manifests.items()}) \
             if self.manifests else ""
         if route is not None and (st.active or st.manifest_hash == mhash or not mhash):
             if mhash and st.manifest_hash != mhash:
-                raise InvalidInput(f"blue-green {st.id} of another manifest is in progress on pair "
-                                   f"{self.pair} "
+                raise InvalidInput(f"blue-green {st.id} of another manifest is in progress on "
+                                   f"{self.k.target} {self.pair} "
                                    f"({st.phase}); let it finish or roll back first", field="manifest")
             if not st.active and self.opts.retry and st.phase != P.SUCCEEDED and mhash:
                 return self._start(mhash)
@@ -122,28 +118,30 @@ class BlueGreenRollout:
             self.report.rollout_id = st.id
             return self._drive(st)
         if not self.manifests:
-            raise InvalidInput("a blue-green rollout needs --manifest (the new revision of both roles)",
+            raise InvalidInput("a blue-green rollout needs --manifest (the new revision of every role)",
                                field="manifest")
         return self._start(mhash)
 
     def _start(self, mhash: str) -> Outcome:
-        blue = find_blue(self.kube, self.ns, self.pair)
+        blue = self.k.find_blue(self.pair)
         for role, obj in blue.items():
             st_lws = state.RolloutState.from_object(obj)
             if st_lws.active:
-                raise InvalidInput(f"{obj['metadata']['name']} ({role}) has partition rollout {st_lws.id} in "
-                                   f"progress ({st_lws.phase}); resume or abort it first", field="strategy")
-        pool, route = find_pool_and_route(self.kube, self.ns, blue)
-        rev = P.revision_of(self.manifests)
-        if (blue["decode"]["metadata"].get("labels") or {}).get(L.REVISION) == rev:
-            raise InvalidInput(f"pair {self.pair} already runs revision {rev}", field="manifest")
-        green = P.green_side(P.base_name(self.pair, blue), rev)
-        match = P.narrowed_blue_selector(pool, self.pair, blue)  # refuses before anything is written
-        objs = [P.green_lws(self.manifests[r], green, r, rev, self.ns) for r in P.ROLES]
+                raise InvalidInput(f"{obj['metadata']['name']}{f' ({role})' if role else ''} has partition "
+                                   f"rollout {st_lws.id} in progress ({st_lws.phase}); resume or abort it "
+                                   "first", field="strategy")
+        pool, route = find_pool_and_route(self.kube, self.ns, self.k.leader_labels(blue),
+                                          ", ".join(o["metadata"]["name"] for o in blue.values()))
+        rev = self.k.revision(self.manifests)
+        if self.k.blue_revision(blue) == rev:
+            raise InvalidInput(f"{self.k.target} {self.pair} already runs revision {rev}", field="manifest")
+        green = self.k.green_side(self.pair, blue, rev, self.manifests)
+        match = self.k.narrowed_selector(pool, self.pair, blue)  # refuses before anything is written
+        objs = self.k.green_objects(self.manifests, green, rev)
         nodes, _ = self.kube.list(NODE)
         pods, _ = self.kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        cap = capacity.check_beside([o for o in objs if not self._exists(LWS, o["metadata"]["name"])],
-                                    nodes, pods)
+        cap = capacity.check_beside(self.k.capacity_objs(
+            [o for res, o in objs if not self._exists(res, o["metadata"]["name"])]), nodes, pods)
         if not cap.fits:
             raise InvalidInput(cap.message, field="strategy")
         self.log(f"capacity blue-green: {cap.message}")
@@ -151,16 +149,15 @@ class BlueGreenRollout:
             self.kube.merge_patch(INFERENCE_POOL, self.ns, pool["metadata"]["name"],
                                   {"spec": {"selector": {"matchLabels": match}}},
                                   field_manager=L.FIELD_MANAGER)
-        blue_side = P.Side(self.pair, pool["metadata"]["name"],
-                           {r: o["metadata"]["name"] for r, o in blue.items()})
+        blue_side = self.k.blue_side(self.pair, pool["metadata"]["name"], blue)
         st = P.BlueGreenState(uuid.uuid4().hex[:12], P.STARTING, blue_side, green, list(self.weights),
                               manifest_hash=mhash, stage_started=self.clock.now(), bake_s=self.opts.bake_s,
                               deadline_s=self.opts.deadline_s)
         self.route = route
         self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
         self.report.rollout_id = st.id
-        self._event("BlueGreenStarted", f"blue-green {st.id}: green pair {green.pair} (pool {green.pool}) "
-                    f"beside blue {self.pair} (pool {blue_side.pool}); weights {st.weights}")
+        self._event("BlueGreenStarted", f"blue-green {st.id}: green {self.k.target} {green.pair} (pool "
+                    f"{green.pool}) beside blue {self.pair} (pool {blue_side.pool}); weights {st.weights}")
         self._step("started")
         return self._drive(st)
 
@@ -193,7 +190,7 @@ class BlueGreenRollout:
         self._ensure_green(st)
         until = st.stage_started + st.deadline_s
         while True:
-            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
+            checks = self.k.ready(st.green)
             if all(c.passed for c in checks.values()):
                 self._step("green-ready")
                 self.log(f"  green {st.green.pair} ready: " + "; ".join(
@@ -207,18 +204,17 @@ class BlueGreenRollout:
             self.clock.sleep(self.poll_s)
 
     def _ensure_green(self, st: P.BlueGreenState) -> None:
-        """Create the green LWS pair and pool; ones a crashed run already created are adopted."""
+        """Create green (a pair, DS or LWS) and its pool; ones a crashed run created are adopted."""
         assert st.green is not None and st.blue is not None
         rev = st.green.pair.rsplit("-", 1)[-1]
         if not self.manifests:
-            if all(self._exists(LWS, n) for n in st.green.lws.values()) and self._exists(
-                    INFERENCE_POOL, st.green.pool):
+            if self.k.exists(st.green) and self._exists(INFERENCE_POOL, st.green.pool):
                 return
             raise InvalidInput(f"blue-green {st.id} was interrupted before its green objects existed; run it "
                                "again with the same --manifest", field="manifest")
         pool = self._get(INFERENCE_POOL, st.blue.pool)
-        for obj, res in [*((P.green_lws(self.manifests[r], st.green, r, rev, self.ns), LWS) for r in P.ROLES),
-                         (P.green_pool(pool, st.green, rev, self.ns), INFERENCE_POOL)]:
+        for res, obj in [*self.k.green_objects(self.manifests, st.green, rev),
+                         (INFERENCE_POOL, self.k.green_pool(pool, st.green, rev))]:
             try:
                 self.kube.create(res, self.ns, obj)
             except AlreadyExists:
@@ -255,7 +251,7 @@ class BlueGreenRollout:
         deadline = st.stage_started + st.bake_s + st.deadline_s
         while True:
             now = self.clock.now()
-            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
+            checks = self.k.ready(st.green)
             ready = all(c.passed for c in checks.values())
             rec.gate = {f"{r}:{n}": v for r, c in checks.items() for n, v in c.checks.items()}
             if ready and now >= st.stage_started + st.bake_s:
@@ -265,9 +261,9 @@ class BlueGreenRollout:
                     f"{r} failing {','.join(c.failing())}" for r, c in checks.items() if not c.passed))
             self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + st.bake_s - now)) or self.poll_s)
         rec.gate_passed = self.clock.now()
-        ctx = HookContext(KIND, self.ns, st.green.pair, k + 1, len(st.weights), st.weights[k],
-                          self._get(LWS, st.green.lws["decode"]),
-                          compare={r: (st.green.lws[r], st.blue.lws[r]) for r in P.ROLES})
+        obj, compare = self.k.hook_context(st)
+        ctx = HookContext(self.k.kind, self.ns, st.green.pair, k + 1, len(st.weights), st.weights[k], obj,
+                          compare=compare)
         for hook in self.opts.hooks:
             res = run_hook(hook, ctx)
             rec.hooks.append(res.detail)
@@ -290,8 +286,7 @@ class BlueGreenRollout:
     def _finish(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None and st.blue is not None
         self.clock.sleep(DRAIN_S)
-        for name in st.blue.lws.values():
-            self._delete(LWS, name)
+        self.k.delete(st.blue)
         self._delete(INFERENCE_POOL, st.blue.pool)
         self._step("blue-deleted")
         self._write_phase(st, P.SUCCEEDED, "")
@@ -315,8 +310,7 @@ class BlueGreenRollout:
             self._write_phase(st, P.FAILED, f"{reason} (green kept for inspection: --no-rollback)")
             return self._end(st)
         self.clock.sleep(DRAIN_S)
-        for role in reversed(P.ROLES):
-            self._delete(LWS, st.green.lws[role])
+        self.k.delete(st.green)
         self._delete(INFERENCE_POOL, st.green.pool)
         self._step("green-deleted")
         self._write_phase(st, P.ROLLED_BACK, reason)
@@ -325,7 +319,7 @@ class BlueGreenRollout:
     def _end(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None
         result = {P.SUCCEEDED: SUCCEEDED, P.ROLLED_BACK: ROLLED_BACK}.get(st.phase, FAILED)
-        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on pair/{st.green.pair}",
+        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on {self.k.target}/{st.green.pair}",
                ROLLED_BACK: f"blue-green {st.id} rolled back: {st.reason}"}.get(
                    result, f"blue-green {st.id} failed: {st.reason}")
         return finish(Outcome(result, msg, self.report), self.clock, self.kube, self.events)

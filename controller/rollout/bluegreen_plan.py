@@ -1,4 +1,4 @@
-"""Blue-green for a P/D pair, the pure part: names, green objects, weight stages, route writes, state.
+"""Blue-green, the pure part: names, green objects, weight stages, route writes, state.
 
 llm-d's advice for upgrading P/D is a new InferencePool per revision with traffic moved by HTTPRoute
 weights (docs/llm-d.md). The executor (:mod:`bluegreen`) does the I/O; everything it decides comes from
@@ -10,7 +10,9 @@ here, from its inputs alone, so a restarted controller plans the same objects an
 - **selectors**: green pods carry ``lwsflow.io/pd-pair: <base>-<rev>`` and ``lwsflow.io/revision``; the
   green pool selects them; the blue pool is narrowed to ``lwsflow.io/pd-pair: <blue pair>`` before
   any green pod exists (InferencePool selectors are matchLabels only: without that the blue pool's
-  model selector would also take the green pods);
+  model selector would also take the green pods). A DisaggregatedSet (``ds/NAME``) gets a green DS
+  ``<base>-<rev>`` and the pools tell the two apart by the DS controller's own name label on the pods
+  (:mod:`bluegreen_kinds`, where each kind's part lives);
 - **weights**: green ``0`` (added with the green pool), then each ``--weights`` stage (blue gets the
   rest of 100), the blue backendRef dropped at 100;
 - **state**: ``rollout.lwsflow.io/bluegreen-*`` annotations on the HTTPRoute, written in the same merge
@@ -61,11 +63,13 @@ def parse_weights(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Side:
-    """One revision's objects: the pair label, its InferencePool and its LWS per role."""
+    """One revision's objects: the pair label (``kind`` ``ds`` or ``lws``: the DS's or LWS's name), its
+    InferencePool and its LWS per role (a DS: none, its controller names its children)."""
 
     pair: str
     pool: str
     lws: dict[str, str]
+    kind: str = "pair"  # the TARGET prefix: pair, ds or lws
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -73,7 +77,7 @@ class Side:
     @classmethod
     def from_json(cls, text: str) -> Side:
         d = json.loads(text)
-        return cls(d["pair"], d["pool"], dict(d["lws"]))
+        return cls(d["pair"], d["pool"], dict(d["lws"]), str(d.get("kind", "pair")))
 
 
 def revision_of(manifests: dict[str, Obj]) -> str:
@@ -107,23 +111,37 @@ def _template_labels(lws: Obj) -> list[Obj]:
     return out
 
 
-def green_lws(manifest: Obj, green: Side, role: str, rev: str, namespace: str) -> Obj:
-    """The new revision's LWS for ``role``: the manifest renamed, relabelled and at partition 0."""
+def fresh_copy(manifest: Obj, name: str, namespace: str, labels: dict[str, str]) -> Obj:
+    """``manifest`` as a new object: renamed, ``labels`` added, without server fields, status or
+    rollout state annotations."""
     obj = copy.deepcopy(manifest)
     meta = obj.setdefault("metadata", {})
     for k in ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields"):
         meta.pop(k, None)
     obj.pop("status", None)
-    mark = {L.PD_PAIR: green.pair, L.REVISION: rev, L.ROLE: role}
-    meta.update(name=green.lws[role], namespace=namespace, labels={**(meta.get("labels") or {}), **mark})
-    ann = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(L.ROLLOUT_PREFIX)}
-    meta["annotations"] = ann
-    for labels in _template_labels(obj):
-        labels.update(mark)
+    meta.update(name=name, namespace=namespace, labels={**(meta.get("labels") or {}), **labels})
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                           if not k.startswith(L.ROLLOUT_PREFIX)}
+    return obj
+
+
+def fresh_lws(manifest: Obj, name: str, namespace: str, labels: dict[str, str],
+              pod_labels: dict[str, str]) -> Obj:
+    """A new LWS from ``manifest`` (:func:`fresh_copy`), ``pod_labels`` on its pod templates, at
+    partition 0 (a fresh LWS: nothing to stage, every group starts on its template)."""
+    obj = fresh_copy(manifest, name, namespace, labels)
+    for tl in _template_labels(obj):
+        tl.update(pod_labels)
     ruc = ((obj["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration"))
     if isinstance(ruc, dict) and "partition" in ruc:
-        ruc["partition"] = 0  # a fresh LWS: nothing to stage, every group starts on its template
+        ruc["partition"] = 0
     return obj
+
+
+def green_lws(manifest: Obj, green: Side, role: str, rev: str, namespace: str) -> Obj:
+    """The new revision's LWS for ``role``: the manifest renamed, relabelled and at partition 0."""
+    mark = {L.PD_PAIR: green.pair, L.REVISION: rev, L.ROLE: role}
+    return fresh_lws(manifest, green.lws[role], namespace, mark, mark)
 
 
 def pod_labels(lws: Obj) -> dict[str, str]:
@@ -148,11 +166,13 @@ def narrowed_blue_selector(blue_pool: Obj, blue_pair: str, blue_lws: dict[str, O
     return match
 
 
-def green_pool(blue_pool: Obj, green: Side, rev: str, namespace: str) -> Obj:
-    """The green InferencePool: the blue one's ports and picker, selecting only the green pods."""
+def green_pool(blue_pool: Obj, green: Side, rev: str, namespace: str, *,
+               select: dict[str, str] | None = None) -> Obj:
+    """The green InferencePool: the blue one's ports and picker, selecting only the green pods (by
+    ``select``; a pair's default: its pair and revision labels)."""
     spec = copy.deepcopy(blue_pool.get("spec") or {})
     match = dict((spec.get("selector") or {}).get("matchLabels") or {})
-    match.update({L.PD_PAIR: green.pair, L.REVISION: rev})
+    match.update(select if select is not None else {L.PD_PAIR: green.pair, L.REVISION: rev})
     spec["selector"] = {"matchLabels": dict(sorted(match.items()))}
     labels = {**((blue_pool.get("metadata") or {}).get("labels") or {}), L.REVISION: rev}
     return {"apiVersion": blue_pool.get("apiVersion", f"{POOL_GROUP}/v1"), "kind": "InferencePool",

@@ -486,7 +486,8 @@ class BesideReport:
 
 
 def check_beside(objs: list[Obj], nodes: list[Obj], pods: list[Obj]) -> BesideReport:
-    """Place every group of every object in ``objs`` (new LWS, not running yet) beside ``pods``."""
+    """Place every group of every object in ``objs`` (new LWS, or a new DS's roles, not running yet)
+    beside ``pods``."""
     pool = _Pool(nodes, pods)
     lines: list[str] = []
     missing: dict[str, int] = {}
@@ -498,7 +499,7 @@ def check_beside(objs: list[Obj], nodes: list[Obj], pods: list[Obj]) -> BesideRe
         placed = 0
         while placed < replicas and (per_group == 0 or pool.place(specs) is not None):
             placed += 1
-        name = f"LeaderWorkerSet {obj['metadata']['name']} ({_pool_of(obj)})"
+        name = f"{obj.get('kind') or 'LeaderWorkerSet'} {obj['metadata']['name']} ({_pool_of(obj)})"
         lines.append(f"{name}: {placed} of {replicas} group(s) x {per_group} GPUs placed in {free} free "
                      "GPUs")
         if placed < replicas:

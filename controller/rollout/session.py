@@ -160,11 +160,10 @@ STRATEGIES = ("partition", "blue-green")
 
 
 def check_strategy(strategy: str, target: Target) -> None:
-    """``partition`` (stages of groups in place) or ``blue-green`` (a second pair, traffic by weights)."""
+    """``partition`` (stages of groups in place) or ``blue-green`` (a second LWS, pair or DS, traffic by
+    weights)."""
     if strategy not in STRATEGIES:
         raise InvalidInput(f"{strategy!r} is not one of {', '.join(STRATEGIES)}", field="strategy")
-    if strategy == "blue-green" and target.kind != "pair":
-        raise InvalidInput(f"blue-green rolls a P/D pair (pair/NAME), not {target.kind}/", field="strategy")
 
 
 def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
@@ -174,18 +173,21 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
     check_strategy(strategy, target)
     docs = load_manifests(manifest, target) if manifest else {}
-    if target.kind == "pair" and strategy != "blue-green":
+    if strategy != "blue-green":
         bg = blue_green_state(kube, target)
         if bg is not None and bg.active:
-            raise InvalidInput(f"blue-green {bg.id} of pair {target.name} is in progress ({bg.phase}); "
-                               "run it again with --strategy blue-green to resume it", field="strategy")
+            raise InvalidInput(f"blue-green {bg.id} of {target.kind} {target.name} is in progress "
+                               f"({bg.phase}); run it again with --strategy blue-green to resume it",
+                               field="strategy")
     if strategy == "blue-green":
         from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
+        from lwsflow.controller.rollout.bluegreen_kinds import kind_for
         from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
 
         return BlueGreenRollout(kube, target.namespace, target.name, opts, clock,
                                 weights=weights or parse_weights(DEFAULT_WEIGHTS), manifests=docs or None,
-                                on_step=on_step, log=log).run()
+                                on_step=on_step, log=log,
+                                kind=kind_for(target.kind, kube, target.namespace)).run()
     if target.kind == "pair":
         live = find_pair(kube, target.namespace, target.name)
         check_stages(opts.stages, [docs.get(r) or live[r] for r in ROLES])
@@ -229,13 +231,13 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
 
 
 def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:
-    """The blue-green state naming ``target`` as its blue pair, from its HTTPRoute (None: none, or no
-    Gateway API on the cluster)."""
+    """The blue-green state naming ``target`` (an LWS, a pair or a DS) as blue, from its HTTPRoute
+    (None: none, or no Gateway API on the cluster)."""
     from lwsflow.controller.rollout.bluegreen import route_of
     from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 
     try:
-        route = route_of(kube, target.namespace, target.name)
+        route = route_of(kube, target.namespace, target.name, target.kind)
     except (NotFound, Forbidden):  # no Gateway API served (no blue-green ran), or a role without it
         return None
     return BlueGreenState.from_route(route) if route is not None else None
@@ -296,12 +298,12 @@ def set_flags(kube: Kube, clock_now: float, target: Target, **flags: bool) -> li
 def status(kube: Kube, target: Target) -> list[Obj]:
     """The persisted state and the live gate numbers of the target's objects."""
     rows = []
-    bg = blue_green_state(kube, target) if target.kind == "pair" else None
+    bg = blue_green_state(kube, target)
     if bg is not None and bg.green is not None:
         rows.append({"name": target.name, "strategy": "blue-green", "id": bg.id, "phase": bg.phase,
                      "weights": bg.weights, "stage": bg.stage + 1, "passed": bg.passed,
                      "green": bg.green.pair, "reason": bg.reason})
-        if not bg.active and bg.phase == "Succeeded":  # the blue pair is gone: nothing else to show
+        if not bg.active and bg.phase == "Succeeded":  # blue is gone: nothing else to show
             return rows
     for _res, obj in _objects(kube, target):
         st = state.RolloutState.from_object(obj)

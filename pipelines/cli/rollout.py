@@ -116,7 +116,7 @@ def run(
         "--on-incompatible", help="with --pd-probe, when the revisions cannot hand off: refuse (default) "
         "or all-at-once (each role in one step, capacity checked)")] = None,
     strategy: Annotated[str, typer.Option(help="partition (stages of groups in place) or blue-green (a "
-                                           "second P/D pair, traffic moved by HTTPRoute weights)")]
+                                           "second LWS, P/D pair or DS, traffic moved by HTTPRoute weights)")]
     = "partition",
     weights: Annotated[str | None, typer.Option(help="blue-green: green's traffic percent per stage "
                                                 "[default: 10,50,100]")] = None,
@@ -213,10 +213,10 @@ def _strategy(tgt: Target, strategy: str, weights: str | None, stages: str, auto
     if stages != "1,25%,50%,100%":
         raise InvalidInput("blue-green moves traffic, not groups: use --weights", field="--stages")
     if auto_budget:
-        raise InvalidInput("blue-green runs both pairs at full size: no budget to choose",
+        raise InvalidInput("blue-green runs both revisions at full size: no budget to choose",
                            field="--auto-budget")
     if manifest is None:
-        raise InvalidInput("blue-green needs the new revision of both roles", field="--manifest")
+        raise InvalidInput("blue-green needs the new revision of every role", field="--manifest")
     return parse_weights(weights or DEFAULT_WEIGHTS)
 
 
@@ -358,7 +358,7 @@ def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
     from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
-        # blue-green: the stage's new revision is the green pair (ctx.name), not the pair rolled from
+        # blue-green: the stage's new revision is green (ctx.name, a pair or DS), not the one rolled from
         name = ctx.name if ctx.compare else target.name
         rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{name}"], namespace=ctx.namespace,
                                     kubeconfig=kubeconfig, revision_only=True))

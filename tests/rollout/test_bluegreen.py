@@ -263,7 +263,7 @@ def test_capacity_refusal_names_missing_gpus_and_writes_nothing(tmp_path: Path,
 
 def test_cli_refuses_blue_green_misuse(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     kc = ["--kubeconfig", str(env.sim.kubeconfig)]
-    cases = [(["lws/x", "--strategy", "blue-green"], "strategy"),
+    cases = [(["lws/x", "--strategy", "blue-green"], "--manifest"),
              (["pair/x", "--strategy", "canary"], "strategy"),
              (["pair/x", "--weights", "10,100"], "--weights"),
              (["pair/x", "--strategy", "blue-green", "--manifest", "m", "--weights", "60,40"], "weights"),

@@ -1,5 +1,6 @@
 """The shipped RBAC is exactly what the controller uses: derived from the embedded API server's
-request log over a rollout, a rollback (with a forced group recreate), a P/D pair and a DS."""
+request log over a rollout, a rollback (with a forced group recreate), a P/D pair and a DS, and
+blue-green of a pair and of a DS."""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ def _bg_pair(image: str) -> list[dict]:
 
 
 def _blue_green(env: Env, kube: Kube, clock: object, tmp_path: Path) -> None:
-    """A blue-green rolled back by a failing check, then one that succeeds (creates, weights, deletes)."""
+    """A blue-green rolled back by a failing check, then one that succeeds (creates, weights, deletes),
+    of a P/D pair and of a DisaggregatedSet."""
     from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL
 
     for doc in _bg_pair("vllm:1"):
@@ -115,6 +117,24 @@ def _blue_green(env: Env, kube: Kube, clock: object, tmp_path: Path) -> None:
     for image, hooks, want in (("vllm:2", [lambda _ctx: False], "rolled-back"), ("vllm:3", [], "succeeded")):
         f = tmp_path / f"bg-{image[-1]}.yaml"
         f.write_text("---\n".join(dump_yaml(d) for d in _bg_pair(image)))
+        opts = RolloutOptions(deadline_s=600, hooks=list(hooks))
+        out = session.run(kube, clock, target, opts, manifest=f, strategy="blue-green",  # type: ignore[arg-type]
+                          weights=[50, 100])
+        assert out.result == want, out.message
+    # a DisaggregatedSet the same way: the green DS created and deleted, then the blue one deleted
+    ds = ds_manifest("bgd", prefill=1, decode=1)
+    for role in ds["spec"]["roles"]:
+        role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = {L.MODEL: "bgd"}
+    env.create_ready(ds)
+    env.kube.create(INFERENCE_POOL, NS, {"metadata": {"name": "bgd", "namespace": NS}, "spec": {
+        "selector": {"matchLabels": {L.MODEL: "bgd"}}, "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {"name": "epp", "port": {"number": 9002}}}})
+    env.kube.create(HTTP_ROUTE, NS, {"metadata": {"name": "bgd", "namespace": NS},
+                                     "spec": {"rules": [{"backendRefs": [{**ref, "name": "bgd"}]}]}})
+    target = session.parse_target("ds/bgd", NS)
+    for image, hooks, want in (("vllm:2", [lambda _ctx: False], "rolled-back"), ("vllm:3", [], "succeeded")):
+        f = tmp_path / f"bgd-{image[-1]}.yaml"
+        f.write_text(dump_yaml(new_release(ds, image)))
         opts = RolloutOptions(deadline_s=600, hooks=list(hooks))
         out = session.run(kube, clock, target, opts, manifest=f, strategy="blue-green",  # type: ignore[arg-type]
                           weights=[50, 100])
