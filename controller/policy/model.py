@@ -255,6 +255,19 @@ class AnalysisStatus(_Model):
     verdicts: list[AnalysisVerdict] = Field(default_factory=list, max_length=ANALYSIS_VERDICTS_LIMIT)
 
 
+class BlueGreenStatus(_Model):
+    """A blue-green rollout's traffic (``strategy: blue-green``): the pairs, their pools and weights."""
+
+    phase: str = ""  # the executor's phase: Starting, Shifting, Finishing, Succeeded, RolledBack, Failed
+    bluePair: str = ""
+    greenPair: str = ""
+    bluePool: str = ""
+    greenPool: str = ""
+    blueWeight: int = 0  # the HTTPRoute's backendRef weights as they stand
+    greenWeight: int = 0
+    weights: list[int] = Field(default_factory=list)  # green's weight per stage
+
+
 class RolloutPolicyStatus(_Model):
     observedGeneration: int = 0
     phase: Phase = "Idle"
@@ -270,6 +283,7 @@ class RolloutPolicyStatus(_Model):
     conditions: list[Condition] = Field(default_factory=list)
     history: list[RolloutRecord] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     analysis: AnalysisStatus | None = None  # written by the rollout's driver, not derived
+    blueGreen: BlueGreenStatus | None = None  # strategy blue-green: derived from the HTTPRoute's state
 
 
 class RolloutPolicy(_Model):

@@ -12,6 +12,10 @@
    stage's pass, bake ``--bake`` of cluster time with green staying ready, run the checks (analysis of
    green against blue, smoke, hooks);
 5. the last pass drops the blue backendRef (phase ``Finishing``); then the blue LWS and pool are deleted.
+   With ``fold_back`` (the in-cluster controller: Git owns the blue pair's names), the end instead rolls
+   the blue pair in place to the new template (it carries no traffic), moves the route back to the blue
+   pool in one write, deletes green, and restores the blue pool's selector, the route and the blue
+   partition to what Git has (:meth:`BlueGreenRollout._fold_back`).
 
 A failed stage (deadline, check) shifts every request back to blue and removes green's backendRef in
 one write (``RollingBack``), then deletes the green LWS and pool. Every write re-reads the route and
@@ -22,6 +26,7 @@ persisted state (a stage's checks run again; a stage's weights are never written
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -39,6 +44,7 @@ from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import FAILED, ROLLED_BACK, SUCCEEDED, Outcome, StageFailed
+from lwsflow.controller.rollout.patches import merge_diff
 from lwsflow.controller.rollout.report import RolloutReport
 
 KIND = "LeaderWorkerSetPair"
@@ -93,8 +99,10 @@ class BlueGreenRollout:
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
                  weights: list[int], manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None,
-                 log: Callable[[str], None] = lambda _m: None) -> None:
+                 log: Callable[[str], None] = lambda _m: None, fold_back: bool = False) -> None:
         self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
+        # a new rollout folds green back into the blue pair at the end (a resumed one: as persisted)
+        self.fold_back = fold_back
         self.weights, self.manifests = weights, manifests or {}
         self.on_step, self.log = on_step, log
         self.events = EventRecorder(kube, clock.now)
@@ -155,7 +163,8 @@ class BlueGreenRollout:
                            {r: o["metadata"]["name"] for r, o in blue.items()})
         st = P.BlueGreenState(uuid.uuid4().hex[:12], P.STARTING, blue_side, green, list(self.weights),
                               manifest_hash=mhash, stage_started=self.clock.now(), bake_s=self.opts.bake_s,
-                              deadline_s=self.opts.deadline_s)
+                              deadline_s=self.opts.deadline_s,
+                              fold_back=_origin(route, pool) if self.fold_back else "")
         self.route = route
         self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
         self.report.rollout_id = st.id
@@ -168,6 +177,9 @@ class BlueGreenRollout:
     def _drive(self, st: P.BlueGreenState) -> Outcome:
         while True:
             act = P.next_action(st)
+            if act.kind in ("await-green", "check", "shift") and st.fold_back and self._superseded(st):
+                act = P.Action("rollback")  # Git synced yet another template: that one gets its own run
+                st.reason = "superseded: Git synced another template onto the blue pair"
             try:
                 if act.kind == "report":
                     return self._end(st)
@@ -252,23 +264,25 @@ class BlueGreenRollout:
         rec.resumed = rec.started is None
         if rec.started is None:
             rec.started = self.clock.now()
-        deadline = st.stage_started + st.bake_s + st.deadline_s
+        bake = self.opts.stage_bakes[k] if self.opts.stage_bakes else st.bake_s  # a policy's own per stage
+        deadline = st.stage_started + bake + st.deadline_s
         while True:
             now = self.clock.now()
             checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
             ready = all(c.passed for c in checks.values())
             rec.gate = {f"{r}:{n}": v for r, c in checks.items() for n, v in c.checks.items()}
-            if ready and now >= st.stage_started + st.bake_s:
+            if ready and now >= st.stage_started + bake:
                 break
             if now >= deadline:
                 raise StageFailed(f"stage {k + 1}: green not ready at the deadline: " + "; ".join(
                     f"{r} failing {','.join(c.failing())}" for r, c in checks.items() if not c.passed))
-            self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + st.bake_s - now)) or self.poll_s)
+            self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + bake - now)) or self.poll_s)
         rec.gate_passed = self.clock.now()
         ctx = HookContext(KIND, self.ns, st.green.pair, k + 1, len(st.weights), st.weights[k],
                           self._get(LWS, st.green.lws["decode"]),
                           compare={r: (st.green.lws[r], st.blue.lws[r]) for r in P.ROLES})
-        for hook in self.opts.hooks:
+        stage_hooks = self.opts.stage_hooks[k] if self.opts.stage_hooks else []
+        for hook in [*self.opts.hooks, *stage_hooks]:
             res = run_hook(hook, ctx)
             rec.hooks.append(res.detail)
             rec.analysis.extend(res.records)
@@ -289,6 +303,8 @@ class BlueGreenRollout:
     # -- ends ----------------------------------------------------------------------------------------
     def _finish(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None and st.blue is not None
+        if st.fold_back:
+            return self._fold_back(st)
         self.clock.sleep(DRAIN_S)
         for name in st.blue.lws.values():
             self._delete(LWS, name)
@@ -319,16 +335,125 @@ class BlueGreenRollout:
             self._delete(LWS, st.green.lws[role])
         self._delete(INFERENCE_POOL, st.green.pool)
         self._step("green-deleted")
-        self._write_phase(st, P.ROLLED_BACK, reason)
+        rules = None
+        if st.fold_back:  # GitOps: the blue pair, its pool and the route as Git has them
+            self._restore_blue(st)
+            rules = json.loads(st.fold_back)["rules"]
+        self._write_phase(st, P.ROLLED_BACK, reason, rules)
         return self._end(st)
 
     def _end(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None
         result = {P.SUCCEEDED: SUCCEEDED, P.ROLLED_BACK: ROLLED_BACK}.get(st.phase, FAILED)
-        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on pair/{st.green.pair}",
+        on = st.blue.pair if st.fold_back and st.blue is not None else st.green.pair
+        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on pair/{on}",
                ROLLED_BACK: f"blue-green {st.id} rolled back: {st.reason}"}.get(
                    result, f"blue-green {st.id} failed: {st.reason}")
         return finish(Outcome(result, msg, self.report), self.clock, self.kube, self.events)
+
+    # -- GitOps ends (in-cluster controller) ----------------------------------------------------------
+    def _fold_back(self, st: P.BlueGreenState) -> Outcome:
+        """Every request is on green: roll the idle blue pair in place to the new template (all groups
+        at once), move the route back to the blue pool in one write, drain and delete green, then put
+        the blue pool's selector, the route and the blue partitions back to what Git has. Each step is
+        idempotent, so a restarted controller runs the whole fold-back again from ``Finishing``."""
+        assert st.green is not None and st.blue is not None
+        origin = json.loads(st.fold_back)
+        if self._superseded(st):
+            return self._fold_failed(st, "the blue pair's template is no longer the one green runs (Git "
+                                     "changed it during the rollout)")
+        for r in P.ROLES:
+            if gate.partition(self._get(LWS, st.blue.lws[r])) != 0:
+                self._partition(st.blue.lws[r], 0)
+        self._step("blue-rolling")
+        until = self.clock.now() + st.deadline_s
+        while True:
+            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.blue.lws[r])) for r in P.ROLES}
+            if all(c.passed for c in checks.values()):
+                break
+            if self.clock.now() >= until:
+                return self._fold_failed(st, f"blue {st.blue.pair} not ready on the new template within the "
+                                         f"deadline ({st.deadline_s:g}s): " + "; ".join(
+                                             f"{r} failing {','.join(c.failing())}"
+                                             for r, c in checks.items() if not c.passed))
+            self.clock.sleep(self.poll_s)
+        self._step("blue-ready")
+        for _ in range(8):  # the route back to blue in one write: Git's rules, with the state
+            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            self.route = route
+            try:
+                self._write(st, origin["rules"])
+                break
+            except Conflict:
+                time.sleep(0.05)
+        else:
+            raise OperationFailed(f"HTTPRoute {self.route['metadata']['name']} kept changing under the "
+                                  "rollout")
+        self._event("WeightsShifted", f"every request back on blue {st.blue.pool} (folded back, on the new "
+                    "template)")
+        self._step("route-restored")
+        self.clock.sleep(DRAIN_S)
+        for role in reversed(P.ROLES):
+            self._delete(LWS, st.green.lws[role])
+        self._delete(INFERENCE_POOL, st.green.pool)
+        self._step("green-deleted")
+        self._restore_selector(st)
+        for r in P.ROLES:  # frozen again for the next sync; the new template is now the stable one
+            obj = self._get(LWS, st.blue.lws[r])
+            good = state.RolloutState(last_good=state.pack(state.template_of(obj)))
+            self._partition(st.blue.lws[r], gate.replicas(obj), good.annotations(("last_good",)))
+        self._step("blue-frozen")
+        self._write_phase(st, P.SUCCEEDED, "")
+        self._event("BlueGreenSucceeded", f"blue-green {st.id}: blue {st.blue.pair} runs the new template "
+                    f"and serves every request; green {st.green.pair} and pool {st.green.pool} deleted")
+        return self._end(st)
+
+    def _fold_failed(self, st: P.BlueGreenState, reason: str) -> Outcome:
+        """The fold-back cannot go on: green (the tested revision) keeps every request; a human decides."""
+        assert st.green is not None
+        why = f"fold-back: {reason}; every request stays on green {st.green.pair}"
+        self._event("BlueGreenFoldBackFailed", f"blue-green {st.id}: {why}", warning=True)
+        self._write_phase(st, P.FAILED, why)
+        return self._end(st)
+
+    def _superseded(self, st: P.BlueGreenState) -> bool:
+        """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync)."""
+        assert st.blue is not None
+        blue = {r: self._get(LWS, st.blue.lws[r]) for r in P.ROLES}
+        return state.template_hash({r: state.template_of(o) for r, o in blue.items()}) != st.manifest_hash
+
+    def _restore_blue(self, st: P.BlueGreenState) -> None:
+        """After a rollback: the blue pool's selector as Git has it, and the blue pair's template back to
+        its last good one, as a partition rollback restores it (no group moved: the partition stayed at
+        replicas). A template Git synced since (not the one that failed) is left for its own run."""
+        assert st.blue is not None
+        self._restore_selector(st)
+        if self._superseded(st):
+            return
+        for r in P.ROLES:
+            obj = self._get(LWS, st.blue.lws[r])
+            good = state.RolloutState.from_object(obj).last_good
+            if not good or state.template_hash(state.unpack(good)) == state.template_hash(
+                    state.template_of(obj)):
+                continue
+            self.kube.merge_patch(LWS, self.ns, st.blue.lws[r], {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": merge_diff(state.template_of(obj), state.unpack(good))},
+                field_manager=L.FIELD_MANAGER)
+        self._step("blue-restored")
+
+    def _restore_selector(self, st: P.BlueGreenState) -> None:
+        assert st.blue is not None
+        match = json.loads(st.fold_back)["selector"]
+        self.kube.merge_patch(INFERENCE_POOL, self.ns, st.blue.pool,
+                              {"spec": {"selector": {"matchLabels": {L.PD_PAIR: None, **match}}}},
+                              field_manager=L.FIELD_MANAGER)
+
+    def _partition(self, name: str, value: int, annotations: dict[str, str | None] | None = None) -> None:
+        patch: Obj = {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": value}}}}
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
+        self.kube.merge_patch(LWS, self.ns, name, patch, field_manager=L.FIELD_MANAGER)
 
     # -- I/O helpers ---------------------------------------------------------------------------------
     def _write(self, st: P.BlueGreenState, rules: list[Obj] | None) -> None:
@@ -336,12 +461,13 @@ class BlueGreenRollout:
                                            P.route_patch(self.route, st, rules),
                                            field_manager=L.FIELD_MANAGER)
 
-    def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str) -> None:
+    def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str,
+                     rules: list[Obj] | None = None) -> None:
         for _ in range(8):
             self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
             nxt = P.BlueGreenState(**{**st.__dict__, "phase": phase, "reason": reason})
             try:
-                self._write(nxt, None)
+                self._write(nxt, rules)
             except Conflict:
                 time.sleep(0.05)
                 continue
@@ -369,3 +495,10 @@ class BlueGreenRollout:
     def _step(self, name: str) -> None:
         if self.on_step is not None:
             self.on_step(name)
+
+
+def _origin(route: Obj, pool: Obj) -> str:
+    """What Git has for the route's rules and the blue pool's selector, before the rollout touches them."""
+    return json.dumps({"rules": (route.get("spec") or {}).get("rules") or [],
+                       "selector": ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}},
+                      sort_keys=True, separators=(",", ":"))
