@@ -47,6 +47,7 @@ from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
+from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.outcome import Outcome
 from lwsflow.controller.rollout.pd import find_pair
@@ -209,7 +210,7 @@ class Controller:
         return time.monotonic() - seen[1] >= SETTLE_S
 
     def _start_blue_green(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
-                          st: bg.P.BlueGreenState, retry: bool) -> None:
+                          st: BlueGreenState, retry: bool) -> None:
         ns, pair = policy["metadata"]["namespace"], spec.targetRef.name
         analysis = None
         if spec.analysis is not None and self.analysis is not None:
