@@ -170,7 +170,16 @@ def resume(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
 
 @plugin.command()
 def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
-    """Abort the rollout: the controller rolls the target back to the stable template."""
+    """Abort the rollout: the controller rolls the target back to the stable template (blue-green:
+    every request back on blue, green deleted)."""
+    kube = _kube(kubeconfig)
+    p = _policy(kube, namespace, policy)
+    if (p.get("spec") or {}).get("strategy") == "blue-green":
+        from lwsflow.controller.rollout.bluegreen import request_abort
+
+        st = request_abort(kube, namespace, _target_of(p).name)
+        print(f"{namespace}/{policy}: abort of blue-green {st.id} requested")
+        return
     _flags(policy, namespace, kubeconfig, abort=True)
     print(f"{namespace}/{policy}: abort requested")
 
@@ -214,6 +223,10 @@ def retry(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig 
     target = _target_of(p)
     _res, obj = session._objects(kube, target)[0]
     st = state.RolloutState.from_object(obj)
+    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state is on the HTTPRoute
+        bg = session.blue_green_state(kube, target)
+        st = state.RolloutState(id=bg.id, phase=state.RUNNING if bg.active else bg.phase) if bg else \
+            state.RolloutState()
     if not st.id or st.active or st.phase == state.SUCCEEDED:
         raise InvalidInput(f"{namespace}/{policy}: nothing to retry (last rollout: "
                            f"{st.phase or 'none'})", field="policy")

@@ -15,6 +15,7 @@ from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.policy.status import _condition, stable_hash
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import state
+from lwsflow.controller.rollout.bluegreen import ABORTED
 
 _FINAL = {P.SUCCEEDED: "Succeeded", P.ROLLED_BACK: "RolledBack", P.FAILED: "Failed"}
 
@@ -36,6 +37,8 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
     current = state.template_hash(state.template_of(objs[0]))
     stable = stable_hash(state.RolloutState.from_object(objs[0]))
     phase = "Idle" if not ours else ("Progressing" if st.active else _FINAL.get(st.phase, "Failed"))
+    if phase == "RolledBack" and st.reason == ABORTED:
+        phase = "Aborted"
     stages = len(st.weights) if ours else len(spec.stages)
     stage = min(st.passed + 1, stages) if ours and st.active else 0
     message = st.reason if ours else ""

@@ -51,6 +51,8 @@ KIND = "LeaderWorkerSetPair"
 # cluster seconds between taking a pool's last traffic away and deleting its pods: requests the gateway
 # sent just before the route write finish first (a Pod's grace period does this on a real cluster too)
 DRAIN_S = 30.0
+ABORT = P.PREFIX + "abort"  # the id of the blue-green `kubectl lwsflow abort` asked to abort
+ABORTED = "aborted (kubectl lwsflow abort)"
 
 
 def find_blue(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
@@ -82,6 +84,19 @@ def find_pool_and_route(kube: Kube, namespace: str, blue: dict[str, Obj]) -> tup
                            f"{sorted(r['metadata']['name'] for r in routes) or 'none'}",
                            field="target")
     return pools[0], routes[0]
+
+
+def request_abort(kube: Kube, namespace: str, pair: str) -> P.BlueGreenState:
+    """Ask the in-cluster controller to abort the blue-green of ``pair`` (weights back to blue, green
+    deleted, blue's template restored): the running id in an annotation on its HTTPRoute."""
+    route = route_of(kube, namespace, pair)
+    st = P.BlueGreenState.from_route(route) if route is not None else P.BlueGreenState()
+    if route is None or not st.active:
+        raise InvalidInput(f"pair {namespace}/{pair}: no blue-green in progress (last: {st.phase or 'none'})",
+                           field="policy")
+    kube.merge_patch(HTTP_ROUTE, namespace, route["metadata"]["name"],
+                     {"metadata": {"annotations": {ABORT: st.id}}}, field_manager=L.FIELD_MANAGER)
+    return st
 
 
 def route_of(kube: Kube, namespace: str, pair: str) -> Obj | None:
@@ -177,9 +192,9 @@ class BlueGreenRollout:
     def _drive(self, st: P.BlueGreenState) -> Outcome:
         while True:
             act = P.next_action(st)
-            if act.kind in ("await-green", "check", "shift") and st.fold_back and self._superseded(st):
-                act = P.Action("rollback")  # Git synced yet another template: that one gets its own run
-                st.reason = "superseded: Git synced another template onto the blue pair"
+            if act.kind in ("await-green", "check", "shift") and (why := self._interrupted(st)):
+                act = P.Action("rollback")
+                st.reason = why
             try:
                 if act.kind == "report":
                     return self._end(st)
@@ -267,6 +282,8 @@ class BlueGreenRollout:
         bake = self.opts.stage_bakes[k] if self.opts.stage_bakes else st.bake_s  # a policy's own per stage
         deadline = st.stage_started + bake + st.deadline_s
         while True:
+            if why := self._interrupted(st):  # an abort does not wait for the bake to end
+                raise StageFailed(why)
             now = self.clock.now()
             checks = {r: gate.lws_fully_rolled(self._get(LWS, st.green.lws[r])) for r in P.ROLES}
             ready = all(c.passed for c in checks.values())
@@ -415,6 +432,18 @@ class BlueGreenRollout:
         self._event("BlueGreenFoldBackFailed", f"blue-green {st.id}: {why}", warning=True)
         self._write_phase(st, P.FAILED, why)
         return self._end(st)
+
+    def _interrupted(self, st: P.BlueGreenState) -> str:
+        """Why the in-cluster controller's blue-green must roll back now ("": it goes on): an abort
+        asked on the route (``kubectl lwsflow abort``) or a newer template Git synced onto blue."""
+        if not st.fold_back:
+            return ""
+        ann = (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations") or {})
+        if ann.get(ABORT) == st.id:
+            return ABORTED
+        if self._superseded(st):  # that template gets its own run once this one has rolled back
+            return "superseded: Git synced another template onto the blue pair"
+        return ""
 
     def _superseded(self, st: P.BlueGreenState) -> bool:
         """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync)."""

@@ -250,3 +250,33 @@ def env(tmp_path: Path) -> Iterator[Env]:
     e = Env(tmp_path)
     yield e
     e.close()
+
+
+def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> None:
+    """`kubectl lwsflow abort` mid-bake: every request back on blue in one write, green deleted, the
+    blue template restored, phase Aborted (no wait for the bake to end). Git syncing the same template
+    again starts nothing until `kubectl lwsflow retry` (as for partition rollouts)."""
+    from lwsflow.pipelines import kubectl_plugin
+
+    frozen_blue(env)
+    before = git_shape(env)
+    env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50, "bake": "1h"}, {"weight": 100}]))
+    kc = ["-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]
+    with running(controller(env)):
+        wait_status(env, lambda s: bool(s.get("stableRevision")))
+        sync(env, GREEN)
+        first = wait_status(env, lambda s: (s.get("blueGreen") or {}).get("greenWeight") == 50)
+        assert kubectl_plugin.main(["abort", "chat", *kc]) == 0
+        done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed", "Aborted"))
+        assert done["phase"] == "Aborted" and done["rolloutId"] == first["rolloutId"], done
+        assert env.green_weights() == [None, 0, 50, None]
+        assert git_shape(env) == before and images(env) == {f"r.example/vllm@{BLUE}"}
+        sync(env, GREEN)  # Argo CD's self-heal puts Git's template back
+        rv = env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"]
+        time.sleep(2.0)  # passes enough to settle and decide: nothing starts
+        assert env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"] == rv
+        assert kubectl_plugin.main(["abort", "chat", *kc]) == 2  # nothing in progress
+        assert kubectl_plugin.main(["retry", "chat", *kc]) == 0
+        again = wait_status(env, lambda s: s.get("rolloutId") not in ("", first["rolloutId"])
+                            and (s.get("blueGreen") or {}).get("greenWeight") == 50)
+        assert again["phase"] == "Progressing", again
