@@ -225,7 +225,8 @@ class Controller:
         rollout = BlueGreenRollout(self.kube, ns, pair, opts, self.clock,
                                    weights=[s.weight or 0 for s in spec.stages],
                                    manifests=bg.green_manifests(objs, st), fold_back=True,
-                                   log=lambda m: log.info("%s: %s", key, m.strip()))
+                                   log=lambda m: log.info("%s: %s", key, m.strip()),
+                                   on_step=lambda _step: self.wake.set())  # the route is not watched
         self._spawn(key, objs, rollout.run)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
