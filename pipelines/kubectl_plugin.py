@@ -150,7 +150,13 @@ def _flags(policy: str, namespace: str, kubeconfig: str | None, **flags: bool) -
     from lwsflow.controller.rollout import session
 
     kube = _kube(kubeconfig)
-    target = _target_of(_policy(kube, namespace, policy))
+    p = _policy(kube, namespace, policy)
+    target = _target_of(p)
+    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state and flags are on the HTTPRoute
+        from lwsflow.controller.rollout.bluegreen import request
+
+        request(kube, namespace, target.name, **flags)
+        return
     session.set_flags(kube, session.clock_for(kube).now(), target, **flags)
 
 
@@ -172,14 +178,6 @@ def resume(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
 def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Abort the rollout: the controller rolls the target back to the stable template (blue-green:
     every request back on blue, green deleted)."""
-    kube = _kube(kubeconfig)
-    p = _policy(kube, namespace, policy)
-    if (p.get("spec") or {}).get("strategy") == "blue-green":
-        from lwsflow.controller.rollout.bluegreen import request_abort
-
-        st = request_abort(kube, namespace, _target_of(p).name)
-        print(f"{namespace}/{policy}: abort of blue-green {st.id} requested")
-        return
     _flags(policy, namespace, kubeconfig, abort=True)
     print(f"{namespace}/{policy}: abort requested")
 

@@ -15,7 +15,7 @@ from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.policy.status import _condition, stable_hash
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import state
-from lwsflow.controller.rollout.bluegreen import ABORTED
+from lwsflow.controller.rollout.bluegreen import ABORTED, PAUSE
 
 _FINAL = {P.SUCCEEDED: "Succeeded", P.ROLLED_BACK: "RolledBack", P.FAILED: "Failed"}
 
@@ -39,6 +39,9 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
     phase = "Idle" if not ours else ("Progressing" if st.active else _FINAL.get(st.phase, "Failed"))
     if phase == "RolledBack" and st.reason == ABORTED:
         phase = "Aborted"
+    held = (((route or {}).get("metadata") or {}).get("annotations") or {}).get(PAUSE)
+    if phase == "Progressing" and held == st.id:
+        phase = "Paused"  # held before the next shift once the current stage passes
     stages = len(st.weights) if ours else len(spec.stages)
     stage = min(st.passed + 1, stages) if ours and st.active else 0
     message = st.reason if ours else ""

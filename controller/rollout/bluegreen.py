@@ -53,6 +53,7 @@ KIND = "LeaderWorkerSetPair"
 DRAIN_S = 30.0
 ABORT = P.PREFIX + "abort"  # the id of the blue-green `kubectl lwsflow abort` asked to abort
 ABORTED = "aborted (kubectl lwsflow abort)"
+PAUSE = P.PREFIX + "pause"  # the id of the blue-green `kubectl lwsflow pause` holds at its weights
 
 
 def find_blue(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
@@ -86,16 +87,21 @@ def find_pool_and_route(kube: Kube, namespace: str, blue: dict[str, Obj]) -> tup
     return pools[0], routes[0]
 
 
-def request_abort(kube: Kube, namespace: str, pair: str) -> P.BlueGreenState:
-    """Ask the in-cluster controller to abort the blue-green of ``pair`` (weights back to blue, green
-    deleted, blue's template restored): the running id in an annotation on its HTTPRoute."""
+def request(kube: Kube, namespace: str, pair: str, *, abort: bool = False,
+            paused: bool | None = None) -> P.BlueGreenState:
+    """Ask the in-cluster controller to abort (weights back to blue, green deleted, blue's template
+    restored), pause (hold the weights before the next shift) or resume the blue-green of ``pair``:
+    the running id in an annotation on its HTTPRoute (null: resumed)."""
     route = route_of(kube, namespace, pair)
     st = P.BlueGreenState.from_route(route) if route is not None else P.BlueGreenState()
     if route is None or not st.active:
         raise InvalidInput(f"pair {namespace}/{pair}: no blue-green in progress (last: {st.phase or 'none'})",
                            field="policy")
+    ann: dict[str, str | None] = {ABORT: st.id} if abort else {}
+    if paused is not None:
+        ann[PAUSE] = st.id if paused else None
     kube.merge_patch(HTTP_ROUTE, namespace, route["metadata"]["name"],
-                     {"metadata": {"annotations": {ABORT: st.id}}}, field_manager=L.FIELD_MANAGER)
+                     {"metadata": {"annotations": ann}}, field_manager=L.FIELD_MANAGER)
     return st
 
 
@@ -308,6 +314,7 @@ class BlueGreenRollout:
                 raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): {res.detail}")
         rec.result, rec.ended = "passed", self.clock.now()
         self._step(f"stage-{k + 1}-passed")
+        self._hold(st)
         if k + 1 < len(st.weights):
             self._shift(st, k + 1)
         else:
@@ -444,6 +451,23 @@ class BlueGreenRollout:
         if self._superseded(st):  # that template gets its own run once this one has rolled back
             return "superseded: Git synced another template onto the blue pair"
         return ""
+
+    def _hold(self, st: P.BlueGreenState) -> None:
+        """While ``kubectl lwsflow pause`` holds this blue-green: the weights stay where they are (the
+        stage passed; the pass is written with the next shift, so a restart checks it again)."""
+        if not st.fold_back:
+            return
+        held = False
+        while (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations")
+               or {}).get(PAUSE) == st.id:
+            if why := self._interrupted(st):
+                raise StageFailed(why)
+            if not held:
+                held = True
+                self._event("BlueGreenPaused", f"blue-green {st.id}: held at green {st.weights[st.stage]}% "
+                            "until `kubectl lwsflow resume`")
+                self._step("paused")
+            self.clock.sleep(self.poll_s)
 
     def _superseded(self, st: P.BlueGreenState) -> bool:
         """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync)."""

@@ -283,3 +283,32 @@ def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> Non
         again = wait_status(env, lambda s: s.get("rolloutId") not in ("", first["rolloutId"])
                             and (s.get("blueGreen") or {}).get("greenWeight") == 50)
         assert again["phase"] == "Progressing", again
+
+
+def test_pause_holds_the_weights_until_resume(env: Env) -> None:
+    """`kubectl lwsflow pause` holds a blue-green at its weights once the current stage passes (phase
+    Paused, no further shift however long); `resume` goes on to the fold-back."""
+    from lwsflow.pipelines import kubectl_plugin
+
+    frozen_blue(env)
+    env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50, "bake": "100s"}, {"weight": 100}]))
+    kc = ["-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]
+    with running(controller(env)):
+        wait_status(env, lambda s: bool(s.get("stableRevision")))
+        sync(env, GREEN)
+        wait_status(env, lambda s: s.get("phase") == "Progressing")
+        assert kubectl_plugin.main(["pause", "chat", *kc]) == 0
+        wait_status(env, lambda s: s.get("phase") == "Paused")
+        end = time.monotonic() + 60  # the 50% stage bakes and passes, then holds
+        while "BlueGreenPaused" not in [e["reason"] for e in env.kube.list(EVENT, NS)[0]]:
+            assert time.monotonic() < end, env.kube.get(ROLLOUT_POLICY, NS, "chat")["status"]
+            time.sleep(0.05)
+        time.sleep(1.5)  # 75 cluster seconds held: nothing moves
+        assert env.green_weights() == [None, 0, 50]
+        held = env.kube.get(ROLLOUT_POLICY, NS, "chat")["status"]
+        assert held["phase"] == "Paused" and held["blueGreen"]["greenWeight"] == 50, held
+        assert kubectl_plugin.main(["resume", "chat", *kc]) == 0
+        done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"))
+    assert done["phase"] == "Succeeded", done
+    assert env.green_weights() == [None, 0, 50, 100, None]
+    assert images(env) == {f"r.example/vllm@{GREEN}"}
