@@ -7,6 +7,7 @@ A blue-green persists its progress on the HTTPRoute (``rollout.lwsflow.io/bluegr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,9 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
     """The status for a pair (``objs``: decode, prefill LWS) whose HTTPRoute holds ``st`` (only a
     blue-green this controller runs, one that folds back, counts: the CLI's is the CLI's to report)."""
     ours = bool(st.phase) and bool(st.fold_back)
+    # the release by its decode template's hash, as a partition rollout of the pair names it (the
+    # pipeline's controller mode waits for a verdict on that hash)
+    release = json.loads(st.fold_back).get("templates", {}).get("decode", "") if ours else ""
     current = state.template_hash(state.template_of(objs[0]))
     stable = stable_hash(state.RolloutState.from_object(objs[0]))
     phase = "Idle" if not ours else ("Progressing" if st.active else _FINAL.get(st.phase, "Failed"))
@@ -49,7 +53,7 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
         message = f"blue-green {st.id} was started by `lwsflow rollout`; it is the CLI's to drive"
     history: list[dict[str, Any]] = list(old.get("history") or [])
     if ours and not st.active and all(h.get("id") != st.id for h in history):
-        history.append({"id": st.id, "templateHash": st.manifest_hash, "outcome": phase, "started": "",
+        history.append({"id": st.id, "templateHash": release, "outcome": phase, "started": "",
                         "finished": now, "message": st.reason[:300]})
     conds = list(old.get("conditions") or [])
     out: Obj = {
@@ -57,7 +61,7 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
         "rolloutId": st.id if ours else "", "currentStage": stage, "stages": stages,
         "stageText": f"{stage}/{stages}" if stage else "", "observedTemplateHash": current,
         "stableRevision": stable,
-        "canaryRevision": st.manifest_hash if ours and st.active else (current if current != stable else ""),
+        "canaryRevision": release if ours and st.active else (current if current != stable else ""),
         "promotedStage": 0,
         "conditions": [_condition("Progressing", phase == "Progressing", phase, message, now, conds),
                        _condition("Ready", phase in ("Idle", "Succeeded"), phase, message, now, conds)],

@@ -185,7 +185,7 @@ class BlueGreenRollout:
         st = P.BlueGreenState(uuid.uuid4().hex[:12], P.STARTING, blue_side, green, list(self.weights),
                               manifest_hash=mhash, stage_started=self.clock.now(), bake_s=self.opts.bake_s,
                               deadline_s=self.opts.deadline_s,
-                              fold_back=_origin(route, pool) if self.fold_back else "")
+                              fold_back=_origin(route, pool, self.manifests) if self.fold_back else "")
         self.route = route
         self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
         self.report.rollout_id = st.id
@@ -550,8 +550,11 @@ class BlueGreenRollout:
             self.on_step(name)
 
 
-def _origin(route: Obj, pool: Obj) -> str:
-    """What Git has for the route's rules and the blue pool's selector, before the rollout touches them."""
+def _origin(route: Obj, pool: Obj, manifests: dict[str, Obj]) -> str:
+    """What Git has for the route's rules and the blue pool's selector, before the rollout touches them,
+    and each role's template hash of the release (the policy status names a release by its decode
+    template, as a partition rollout of the pair does)."""
+    templates = {r: state.template_hash(state.template_of(m)) for r, m in manifests.items()}
     return json.dumps({"rules": (route.get("spec") or {}).get("rules") or [],
-                       "selector": ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}},
-                      sort_keys=True, separators=(",", ":"))
+                       "selector": ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {},
+                       "templates": templates}, sort_keys=True, separators=(",", ":"))

@@ -25,6 +25,7 @@ from test_bluegreen import BLUE, GREEN, ROUTES, SLOWER, SPEC, TOLERANCE, Env, _s
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import EVENT, HTTP_ROUTE, INFERENCE_POOL, LWS, ROLLOUT_POLICY
+from lwsflow.controller.policy.wait import verdict
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.sim.router import Router
@@ -133,6 +134,7 @@ def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_p
     assert done["blueGreen"] == {**done["blueGreen"], "phase": P.SUCCEEDED, "blueWeight": 100,
                                  "greenWeight": 0, "weights": [10, 50, 100]}
     assert [h["outcome"] for h in done["history"]] == ["Succeeded"]
+    assert verdict(done, state.template_hash(state.template_of(decode))) == "Succeeded"
     reasons = [e["reason"] for e in env.kube.list(EVENT, NS)[0]
                if e["involvedObject"].get("kind") == "RolloutPolicy"]
     assert reasons.count("StagePassed") == 2 and "RolloutStarted" in reasons and "RolloutSucceeded" in reasons
@@ -160,12 +162,15 @@ def test_slower_green_is_caught_by_analysis_at_the_first_stage_and_git_shape_res
                                                                local))):
                 wait_status(env, lambda s: bool(s.get("stableRevision")))
                 sync(env, SLOWER)
+                release = state.template_hash(state.template_of(env.kube.get(LWS, NS, "chat-decode")))
                 done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"),
                                    240)
                 time.sleep(2)  # a few more passes: nothing starts again
         finally:
             local.stop()
         assert done["phase"] == "RolledBack", done
+        # the pipeline's controller mode reads this verdict on the release's decode template
+        assert verdict(done, release) == "RolledBack", done["history"]
         assert "stage 1" in done["message"] and "green 50%" in done["message"], done["message"]
         assert [(v["stage"], v["phase"]) for v in done["analysis"]["verdicts"]] == [(1, "Failed")], done
         assert done["analysis"]["rolloutId"] == done["rolloutId"]
