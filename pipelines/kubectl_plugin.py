@@ -150,7 +150,13 @@ def _flags(policy: str, namespace: str, kubeconfig: str | None, **flags: bool) -
     from lwsflow.controller.rollout import session
 
     kube = _kube(kubeconfig)
-    target = _target_of(_policy(kube, namespace, policy))
+    p = _policy(kube, namespace, policy)
+    target = _target_of(p)
+    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state and flags are on the HTTPRoute
+        from lwsflow.controller.rollout.bluegreen import request
+
+        request(kube, namespace, target.name, **flags)
+        return
     session.set_flags(kube, session.clock_for(kube).now(), target, **flags)
 
 
@@ -170,7 +176,8 @@ def resume(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
 
 @plugin.command()
 def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
-    """Abort the rollout: the controller rolls the target back to the stable template."""
+    """Abort the rollout: the controller rolls the target back to the stable template (blue-green:
+    every request back on blue, green deleted)."""
     _flags(policy, namespace, kubeconfig, abort=True)
     print(f"{namespace}/{policy}: abort requested")
 
@@ -214,6 +221,10 @@ def retry(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig 
     target = _target_of(p)
     _res, obj = session._objects(kube, target)[0]
     st = state.RolloutState.from_object(obj)
+    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state is on the HTTPRoute
+        bg = session.blue_green_state(kube, target)
+        st = state.RolloutState(id=bg.id, phase=state.RUNNING if bg.active else bg.phase) if bg else \
+            state.RolloutState()
     if not st.id or st.active or st.phase == state.SUCCEEDED:
         raise InvalidInput(f"{namespace}/{policy}: nothing to retry (last rollout: "
                            f"{st.phase or 'none'})", field="policy")

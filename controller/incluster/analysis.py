@@ -35,15 +35,18 @@ class AnalysisRecorder:
     """Keeps ``status.analysis`` of one policy for one driver and emits its Events."""
 
     def __init__(self, kube: Kube, events: EventRecorder, policy: Obj, spec: AnalysisSpec,
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], rollout_id: Callable[[HookContext], str] | None = None) -> None:
         self.kube, self.events, self.policy, self.spec, self.now = kube, events, policy, spec, now
+        # the id of the rollout a stage belongs to (default: the target's rollout annotations; a
+        # blue-green's is on its HTTPRoute)
+        self.rollout_id = rollout_id or (lambda ctx: state.RolloutState.from_object(ctx.obj).id)
         self.cur: Obj | None = (policy.get("status") or {}).get("analysis")
         self._stage: tuple[str, int] | None = None  # (rollout id, stage) the current entry belongs to
         self._taken: list[ev.Measurement] = []
         self._lock = threading.Lock()
 
     def _ensure(self, ctx: HookContext, args: dict[str, str] | None) -> Obj:
-        key = (state.RolloutState.from_object(ctx.obj).id, ctx.stage)
+        key = (self.rollout_id(ctx), ctx.stage)
         if self._stage != key or self.cur is None:
             self._stage, self._taken = key, []
             a = args or {}

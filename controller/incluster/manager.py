@@ -10,6 +10,10 @@ Superseding: when Git syncs a newer template mid-rollout, the engine sees a temp
 target (planner FOREIGN), marks the rollout Aborted without writing anything else, and the next pass
 starts a rollout of the new template from where the groups are: the overlay keeps the partition at
 replicas, so groups not yet updated keep serving and the floor holds.
+
+Blue-green (``strategy: blue-green``, a pair): the synced template is not rolled in place but run as a
+green pair beside the blue one, traffic moved by HTTPRoute weights, then folded back into the Git-named
+pair (``incluster/bluegreen.py``, ``rollout/bluegreen.py``); the status is the HTTPRoute's state.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -26,9 +31,10 @@ from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
+from lwsflow.controller.incluster import bluegreen as bg
 from lwsflow.controller.incluster import pd_gate
 from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
-from lwsflow.controller.incluster.driver import Driver, SmokeFactory, resource_of
+from lwsflow.controller.incluster.driver import Driver, SmokeFactory, options, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.incluster.notify import Notifier
@@ -36,17 +42,24 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
 from lwsflow.controller.kube.watch import watch_changes
+from lwsflow.controller.policy import bluegreen_status as bgstatus
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
+from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 from lwsflow.controller.rollout.compat import CompatProbe
 from lwsflow.controller.rollout.ds import DsKind
+from lwsflow.controller.rollout.outcome import Outcome
 from lwsflow.controller.rollout.pd import find_pair
 
 log = logging.getLogger("lwsflow.controller")
 
 LAST_GOOD = ROLLOUT_PREFIX + "last-good-template"
+# Argo CD applies a sync's objects one after another: a pair's green starts from both roles' templates
+# once they have stopped changing for this long (wall seconds), not from the first role synced
+SETTLE_S = 1.0
 
 
 @dataclass
@@ -70,6 +83,8 @@ class Controller:
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     workers: dict[str, _Worker] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
+    settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
     synced: bool = False  # one full pass done (readiness)
 
     def __post_init__(self) -> None:
@@ -131,18 +146,14 @@ class Controller:
                                         "message": f"{where}: {err['msg']}",
                                         "observedGeneration": meta.get("generation", 0)})
             return
-        if spec.strategy == "blue-green":  # GitOps syncs one pair in place; blue-green needs two
-            msg = (f"strategy blue-green is run by `lwsflow rollout pair/{spec.targetRef.name} --strategy "
-                   "blue-green --manifest FILE`; the in-cluster controller drives partition rollouts only")
-            if old.get("message") != msg:
-                self._write_status(policy, {**old, "phase": "Idle", "message": msg,
-                                            "observedGeneration": meta.get("generation", 0)})
-            return
         try:
             objs = self._targets(ns, spec)
         except (NotFound, InvalidInput) as exc:
             self._write_status(policy, {**pstatus.derived(old), "phase": "Idle", "message": f"target: {exc}",
                                         "observedGeneration": meta.get("generation", 0)})
+            return
+        if spec.strategy == "blue-green":
+            self._reconcile_blue_green(policy, spec, objs)
             return
         obj = objs[0]
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
@@ -161,6 +172,68 @@ class Controller:
             if not pd_gate.overlaid(new):  # the probe announced its own verdict (pd_gate.recorder)
                 self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
+
+    def _reconcile_blue_green(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> None:
+        meta = policy["metadata"]
+        ns, name, key = meta["namespace"], meta["name"], f"{meta['namespace']}/{meta['name']}"
+        old: Obj = policy.get("status") or {}
+        route, st = bg.route_state(self.kube, ns, spec.targetRef.name)
+        worker = self.workers.get(key)
+        if worker is None or not worker.thread.is_alive():
+            self.workers.pop(key, None)
+            adopted = False
+            for obj in objs:  # first sight: what runs everywhere is the stable revision
+                rs = state.RolloutState.from_object(obj)
+                if not pstatus.stable_hash(rs) and not rs.id and not st.active and \
+                        self._fully_rolled(spec, obj):
+                    self._adopt(spec, obj)
+                    adopted = True
+            if adopted:
+                objs = self._targets(ns, spec)
+            retry = bg.decide(policy, objs, st)
+            if retry is None:
+                self.refusals.pop(key, None)  # nothing to roll (any more)
+            elif st.active or self._settled(key, bg.pair_hash(objs)):
+                self._start_blue_green(key, policy, spec, objs, st, retry)
+        new = bgstatus.compute(spec, st, route, objs, int(meta.get("generation", 0)), old,
+                               state.iso(self.clock.now()))
+        if st.active:
+            self.refusals.pop(key, None)
+        elif key in self.refusals:
+            new["message"] = f"blue-green refused: {self.refusals[key]}"[:500]
+        self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
+            new["currentStage"])
+        if not pstatus.same(old, new):
+            self._transitions(policy, spec, old, new)
+            self._write_status(policy, new)
+
+    def _settled(self, key: str, pair_hash: str) -> bool:
+        """Whether the pair's templates have been ``pair_hash`` for SETTLE_S (the next pass looks again)."""
+        seen = self.settling.get(key)
+        if seen is None or seen[0] != pair_hash:
+            self.settling[key] = (pair_hash, time.monotonic())
+            return False
+        return time.monotonic() - seen[1] >= SETTLE_S
+
+    def _start_blue_green(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
+                          st: BlueGreenState, retry: bool) -> None:
+        ns, pair = policy["metadata"]["namespace"], spec.targetRef.name
+        analysis = None
+        if spec.analysis is not None and self.analysis is not None:
+            rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now,
+                                   rollout_id=bg.rollout_id(self.kube, ns, pair))
+            analysis = recorded_hook(self.analysis, rec)
+
+        def on_check(detail: str, ok: bool) -> None:
+            self.metrics.checks.labels(result="passed" if ok else "failed").inc()
+
+        opts = options(spec, retry=retry, smoke=self.smoke, on_check=on_check, analysis=analysis)
+        rollout = BlueGreenRollout(self.kube, ns, pair, opts, self.clock,
+                                   weights=[s.weight or 0 for s in spec.stages],
+                                   manifests=bg.green_manifests(objs, st), fold_back=True,
+                                   log=lambda m: log.info("%s: %s", key, m.strip()),
+                                   on_step=lambda _step: self.wake.set())  # the route is not watched
+        self._spawn(key, objs, rollout.run)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
         ref = spec.targetRef
@@ -228,19 +301,28 @@ class Controller:
                 self.notifier.send(ns, spec.notifications.webhooks if spec.notifications else [],
                                    f"[lwsflow {policy['metadata']['name']}] {text}")
 
+        driver = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
+                        on_gate=on_gate, on_check=on_check, analysis=analysis, pd_probe=self.pd_probe,
+                        on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
+                        generation=int(policy["metadata"].get("generation", 0)),
+                        probed=(policy.get("status") or {}).get("pdProbe"))
+        self._spawn(key, objs, driver.run)
+
+    def _spawn(self, key: str, objs: list[Obj], run: Callable[[], Outcome | None]) -> None:
+        """Run one rollout on its own thread, its outcome counted and logged."""
         def work() -> None:
             try:
-                out = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
-                             on_gate=on_gate, on_check=on_check, analysis=analysis, pd_probe=self.pd_probe,
-                             on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
-                             generation=int(policy["metadata"].get("generation", 0)),
-                             probed=(policy.get("status") or {}).get("pdProbe")).run()
+                out = run()
                 if out is not None:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)
                     log.info("%s: %s", key, out.message)
             except ApiError as exc:  # e.g. 403 from RBAC: one line; the next pass tries again
                 log.warning("%s: rollout: %s", key, exc)
+                self.metrics.reconcile_errors.inc()
+            except InvalidInput as exc:  # e.g. no room for a green pair: shown in the status, retried
+                log.warning("%s: rollout refused: %s", key, exc)
+                self.refusals[key] = str(exc)
                 self.metrics.reconcile_errors.inc()
             except Exception:  # a driver's crash must not take the controller down; the state is safe
                 log.exception("%s: rollout driver failed", key)

@@ -298,6 +298,19 @@ class PdProbeStatus(_Model):
     time: str = ""
 
 
+class BlueGreenStatus(_Model):
+    """A blue-green rollout's traffic (``strategy: blue-green``): the pairs, their pools and weights."""
+
+    phase: str = ""  # the executor's phase: Starting, Shifting, Finishing, Succeeded, RolledBack, Failed
+    bluePair: str = ""
+    greenPair: str = ""
+    bluePool: str = ""
+    greenPool: str = ""
+    blueWeight: int = 0  # the HTTPRoute's backendRef weights as they stand
+    greenWeight: int = 0
+    weights: list[int] = Field(default_factory=list)  # green's weight per stage
+
+
 class RolloutPolicyStatus(_Model):
     observedGeneration: int = 0
     phase: Phase = "Idle"
@@ -314,6 +327,7 @@ class RolloutPolicyStatus(_Model):
     history: list[RolloutRecord] = Field(default_factory=list, max_length=HISTORY_LIMIT)
     analysis: AnalysisStatus | None = None  # written by the rollout's driver, not derived
     pdProbe: PdProbeStatus | None = None  # written by the driver before a pair's rollout starts
+    blueGreen: BlueGreenStatus | None = None  # strategy blue-green: derived from the HTTPRoute's state
 
 
 class RolloutPolicy(_Model):

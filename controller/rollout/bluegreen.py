@@ -15,6 +15,10 @@ what differs between the kinds (find blue, green objects, readiness, delete) is 
    stage's pass, bake ``--bake`` of cluster time with green staying ready, run the checks (analysis of
    green against blue, smoke, hooks);
 5. the last pass drops the blue backendRef (phase ``Finishing``); then blue and its pool are deleted.
+   With ``fold_back`` (the in-cluster controller, a pair: Git owns the blue pair's names), the end instead
+   rolls the blue pair in place to the new template (it carries no traffic), moves the route back to the
+   blue pool in one write, deletes green, and restores the blue pool's selector, the route and the blue
+   partition to what Git has (:meth:`BlueGreenRollout._fold_back`).
 
 A failed stage (deadline, check) shifts every request back to blue and removes green's backendRef in
 one write (``RollingBack``), then deletes green and its pool. Every write re-reads the route and
@@ -25,6 +29,7 @@ persisted state (a stage's checks run again; a stage's weights are never written
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -35,19 +40,23 @@ from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
-from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, NODE, POD, Resource
+from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import capacity, state
+from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen
 from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import FAILED, ROLLED_BACK, SUCCEEDED, Outcome, StageFailed
+from lwsflow.controller.rollout.patches import merge_diff
 from lwsflow.controller.rollout.report import RolloutReport
 
 # cluster seconds between taking a pool's last traffic away and deleting its pods: requests the gateway
 # sent just before the route write finish first (a Pod's grace period does this on a real cluster too)
 DRAIN_S = 30.0
+ABORT = P.PREFIX + "abort"  # the id of the blue-green `kubectl lwsflow abort` asked to abort
+ABORTED = "aborted (kubectl lwsflow abort)"
+PAUSE = P.PREFIX + "pause"  # the id of the blue-green `kubectl lwsflow pause` holds at its weights
 
 
 def find_pool_and_route(kube: Kube, namespace: str, leaders: list[dict[str, str]], blue: str
@@ -69,6 +78,24 @@ def find_pool_and_route(kube: Kube, namespace: str, leaders: list[dict[str, str]
     return pools[0], routes[0]
 
 
+def request(kube: Kube, namespace: str, pair: str, *, abort: bool = False,
+            paused: bool | None = None) -> P.BlueGreenState:
+    """Ask the in-cluster controller to abort (weights back to blue, green deleted, blue's template
+    restored), pause (hold the weights before the next shift) or resume the blue-green of ``pair``:
+    the running id in an annotation on its HTTPRoute (null: resumed)."""
+    route = route_of(kube, namespace, pair)
+    st = P.BlueGreenState.from_route(route) if route is not None else P.BlueGreenState()
+    if route is None or not st.active:
+        raise InvalidInput(f"pair {namespace}/{pair}: no blue-green in progress (last: {st.phase or 'none'})",
+                           field="policy")
+    ann: dict[str, str | None] = {ABORT: st.id} if abort else {}
+    if paused is not None:
+        ann[PAUSE] = st.id if paused else None
+    kube.merge_patch(HTTP_ROUTE, namespace, route["metadata"]["name"],
+                     {"metadata": {"annotations": ann}}, field_manager=L.FIELD_MANAGER)
+    return st
+
+
 def route_of(kube: Kube, namespace: str, pair: str, kind: str = "pair") -> Obj | None:
     """The HTTPRoute whose blue-green state names ``pair`` as blue (``kind``: ``pair``, ``ds`` or ``lws``;
     the last one, done or not)."""
@@ -88,8 +115,11 @@ class BlueGreenRollout:
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
                  weights: list[int], manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None,
-                 log: Callable[[str], None] = lambda _m: None, kind: BlueGreenKind | None = None) -> None:
+                 log: Callable[[str], None] = lambda _m: None, kind: BlueGreenKind | None = None,
+                 fold_back: bool = False) -> None:
         self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
+        # a new rollout folds green back into the blue pair at the end (a resumed one: as persisted)
+        self.fold_back = fold_back
         self.weights, self.manifests = weights, manifests or {}
         self.on_step, self.log = on_step, log
         self.k: BlueGreenKind = kind or PairBlueGreen(kube, namespace)
@@ -152,7 +182,8 @@ class BlueGreenRollout:
         blue_side = self.k.blue_side(self.pair, pool["metadata"]["name"], blue)
         st = P.BlueGreenState(uuid.uuid4().hex[:12], P.STARTING, blue_side, green, list(self.weights),
                               manifest_hash=mhash, stage_started=self.clock.now(), bake_s=self.opts.bake_s,
-                              deadline_s=self.opts.deadline_s)
+                              deadline_s=self.opts.deadline_s,
+                              fold_back=_origin(route, pool, self.manifests) if self.fold_back else "")
         self.route = route
         self._write(st, P.rules_with(route, blue_side.pool, green.pool, 0))
         self.report.rollout_id = st.id
@@ -165,6 +196,9 @@ class BlueGreenRollout:
     def _drive(self, st: P.BlueGreenState) -> Outcome:
         while True:
             act = P.next_action(st)
+            if act.kind in ("await-green", "check", "shift") and (why := self._interrupted(st)):
+                act = P.Action("rollback")
+                st.reason = why
             try:
                 if act.kind == "report":
                     return self._end(st)
@@ -248,23 +282,27 @@ class BlueGreenRollout:
         rec.resumed = rec.started is None
         if rec.started is None:
             rec.started = self.clock.now()
-        deadline = st.stage_started + st.bake_s + st.deadline_s
+        bake = self.opts.stage_bakes[k] if self.opts.stage_bakes else st.bake_s  # a policy's own per stage
+        deadline = st.stage_started + bake + st.deadline_s
         while True:
+            if why := self._interrupted(st):  # an abort does not wait for the bake to end
+                raise StageFailed(why)
             now = self.clock.now()
             checks = self.k.ready(st.green)
             ready = all(c.passed for c in checks.values())
             rec.gate = {f"{r}:{n}": v for r, c in checks.items() for n, v in c.checks.items()}
-            if ready and now >= st.stage_started + st.bake_s:
+            if ready and now >= st.stage_started + bake:
                 break
             if now >= deadline:
                 raise StageFailed(f"stage {k + 1}: green not ready at the deadline: " + "; ".join(
                     f"{r} failing {','.join(c.failing())}" for r, c in checks.items() if not c.passed))
-            self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + st.bake_s - now)) or self.poll_s)
+            self.clock.sleep(min(self.poll_s, max(0.0, st.stage_started + bake - now)) or self.poll_s)
         rec.gate_passed = self.clock.now()
         obj, compare = self.k.hook_context(st)
         ctx = HookContext(self.k.kind, self.ns, st.green.pair, k + 1, len(st.weights), st.weights[k], obj,
                           compare=compare)
-        for hook in self.opts.hooks:
+        stage_hooks = self.opts.stage_hooks[k] if self.opts.stage_hooks else []
+        for hook in [*self.opts.hooks, *stage_hooks]:
             res = run_hook(hook, ctx)
             rec.hooks.append(res.detail)
             rec.analysis.extend(res.records)
@@ -273,6 +311,7 @@ class BlueGreenRollout:
                 raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): {res.detail}")
         rec.result, rec.ended = "passed", self.clock.now()
         self._step(f"stage-{k + 1}-passed")
+        self._hold(st)
         if k + 1 < len(st.weights):
             self._shift(st, k + 1)
         else:
@@ -285,6 +324,8 @@ class BlueGreenRollout:
     # -- ends ----------------------------------------------------------------------------------------
     def _finish(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None and st.blue is not None
+        if st.fold_back:
+            return self._fold_back(st)
         self.clock.sleep(DRAIN_S)
         self.k.delete(st.blue)
         self._delete(INFERENCE_POOL, st.blue.pool)
@@ -313,16 +354,154 @@ class BlueGreenRollout:
         self.k.delete(st.green)
         self._delete(INFERENCE_POOL, st.green.pool)
         self._step("green-deleted")
-        self._write_phase(st, P.ROLLED_BACK, reason)
+        rules = None
+        if st.fold_back:  # GitOps: the blue pair, its pool and the route as Git has them
+            self._restore_blue(st)
+            rules = json.loads(st.fold_back)["rules"]
+        self._write_phase(st, P.ROLLED_BACK, reason, rules)
         return self._end(st)
 
     def _end(self, st: P.BlueGreenState) -> Outcome:
         assert st.green is not None
         result = {P.SUCCEEDED: SUCCEEDED, P.ROLLED_BACK: ROLLED_BACK}.get(st.phase, FAILED)
-        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on {self.k.target}/{st.green.pair}",
+        on = st.blue.pair if st.fold_back and st.blue is not None else st.green.pair
+        msg = {SUCCEEDED: f"blue-green {st.id} succeeded: traffic on {self.k.target}/{on}",
                ROLLED_BACK: f"blue-green {st.id} rolled back: {st.reason}"}.get(
                    result, f"blue-green {st.id} failed: {st.reason}")
         return finish(Outcome(result, msg, self.report), self.clock, self.kube, self.events)
+
+    # -- GitOps ends (in-cluster controller) ----------------------------------------------------------
+    def _fold_back(self, st: P.BlueGreenState) -> Outcome:
+        """Every request is on green: roll the idle blue pair in place to the new template (all groups
+        at once), move the route back to the blue pool in one write, drain and delete green, then put
+        the blue pool's selector, the route and the blue partitions back to what Git has. Each step is
+        idempotent, so a restarted controller runs the whole fold-back again from ``Finishing``."""
+        assert st.green is not None and st.blue is not None
+        origin = json.loads(st.fold_back)
+        if self._superseded(st):
+            return self._fold_failed(st, "the blue pair's template is no longer the one green runs (Git "
+                                     "changed it during the rollout)")
+        for r in P.ROLES:
+            if gate.partition(self._get(LWS, st.blue.lws[r])) != 0:
+                self._partition(st.blue.lws[r], 0)
+        self._step("blue-rolling")
+        until = self.clock.now() + st.deadline_s
+        while True:
+            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.blue.lws[r])) for r in P.ROLES}
+            if all(c.passed for c in checks.values()):
+                break
+            if self.clock.now() >= until:
+                return self._fold_failed(st, f"blue {st.blue.pair} not ready on the new template within the "
+                                         f"deadline ({st.deadline_s:g}s): " + "; ".join(
+                                             f"{r} failing {','.join(c.failing())}"
+                                             for r, c in checks.items() if not c.passed))
+            self.clock.sleep(self.poll_s)
+        self._step("blue-ready")
+        for _ in range(8):  # the route back to blue in one write: Git's rules, with the state
+            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            self.route = route
+            try:
+                self._write(st, origin["rules"])
+                break
+            except Conflict:
+                time.sleep(0.05)
+        else:
+            raise OperationFailed(f"HTTPRoute {self.route['metadata']['name']} kept changing under the "
+                                  "rollout")
+        self._event("WeightsShifted", f"every request back on blue {st.blue.pool} (folded back, on the new "
+                    "template)")
+        self._step("route-restored")
+        self.clock.sleep(DRAIN_S)
+        for role in reversed(P.ROLES):
+            self._delete(LWS, st.green.lws[role])
+        self._delete(INFERENCE_POOL, st.green.pool)
+        self._step("green-deleted")
+        self._restore_selector(st)
+        for r in P.ROLES:  # frozen again for the next sync; the new template is now the stable one
+            obj = self._get(LWS, st.blue.lws[r])
+            good = state.RolloutState(last_good=state.pack(state.template_of(obj)))
+            self._partition(st.blue.lws[r], gate.replicas(obj), good.annotations(("last_good",)))
+        self._step("blue-frozen")
+        self._write_phase(st, P.SUCCEEDED, "")
+        self._event("BlueGreenSucceeded", f"blue-green {st.id}: blue {st.blue.pair} runs the new template "
+                    f"and serves every request; green {st.green.pair} and pool {st.green.pool} deleted")
+        return self._end(st)
+
+    def _fold_failed(self, st: P.BlueGreenState, reason: str) -> Outcome:
+        """The fold-back cannot go on: green (the tested revision) keeps every request; a human decides."""
+        assert st.green is not None
+        why = f"fold-back: {reason}; every request stays on green {st.green.pair}"
+        self._event("BlueGreenFoldBackFailed", f"blue-green {st.id}: {why}", warning=True)
+        self._write_phase(st, P.FAILED, why)
+        return self._end(st)
+
+    def _interrupted(self, st: P.BlueGreenState) -> str:
+        """Why the in-cluster controller's blue-green must roll back now ("": it goes on): an abort
+        asked on the route (``kubectl lwsflow abort``) or a newer template Git synced onto blue."""
+        if not st.fold_back:
+            return ""
+        ann = (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations") or {})
+        if ann.get(ABORT) == st.id:
+            return ABORTED
+        if self._superseded(st):  # that template gets its own run once this one has rolled back
+            return "superseded: Git synced another template onto the blue pair"
+        return ""
+
+    def _hold(self, st: P.BlueGreenState) -> None:
+        """While ``kubectl lwsflow pause`` holds this blue-green: the weights stay where they are (the
+        stage passed; the pass is written with the next shift, so a restart checks it again)."""
+        if not st.fold_back:
+            return
+        held = False
+        while (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations")
+               or {}).get(PAUSE) == st.id:
+            if why := self._interrupted(st):
+                raise StageFailed(why)
+            if not held:
+                held = True
+                self._event("BlueGreenPaused", f"blue-green {st.id}: held at green {st.weights[st.stage]}% "
+                            "until `kubectl lwsflow resume`")
+                self._step("paused")
+            self.clock.sleep(self.poll_s)
+
+    def _superseded(self, st: P.BlueGreenState) -> bool:
+        """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync)."""
+        assert st.blue is not None
+        blue = {r: self._get(LWS, st.blue.lws[r]) for r in P.ROLES}
+        return state.template_hash({r: state.template_of(o) for r, o in blue.items()}) != st.manifest_hash
+
+    def _restore_blue(self, st: P.BlueGreenState) -> None:
+        """After a rollback: the blue pool's selector as Git has it, and the blue pair's template back to
+        its last good one, as a partition rollback restores it (no group moved: the partition stayed at
+        replicas). A template Git synced since (not the one that failed) is left for its own run."""
+        assert st.blue is not None
+        self._restore_selector(st)
+        if self._superseded(st):
+            return
+        for r in P.ROLES:
+            obj = self._get(LWS, st.blue.lws[r])
+            good = state.RolloutState.from_object(obj).last_good
+            if not good or state.template_hash(state.unpack(good)) == state.template_hash(
+                    state.template_of(obj)):
+                continue
+            self.kube.merge_patch(LWS, self.ns, st.blue.lws[r], {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": merge_diff(state.template_of(obj), state.unpack(good))},
+                field_manager=L.FIELD_MANAGER)
+        self._step("blue-restored")
+
+    def _restore_selector(self, st: P.BlueGreenState) -> None:
+        assert st.blue is not None
+        match = json.loads(st.fold_back)["selector"]
+        self.kube.merge_patch(INFERENCE_POOL, self.ns, st.blue.pool,
+                              {"spec": {"selector": {"matchLabels": {L.PD_PAIR: None, **match}}}},
+                              field_manager=L.FIELD_MANAGER)
+
+    def _partition(self, name: str, value: int, annotations: dict[str, str | None] | None = None) -> None:
+        patch: Obj = {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": value}}}}
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
+        self.kube.merge_patch(LWS, self.ns, name, patch, field_manager=L.FIELD_MANAGER)
 
     # -- I/O helpers ---------------------------------------------------------------------------------
     def _write(self, st: P.BlueGreenState, rules: list[Obj] | None) -> None:
@@ -330,12 +509,13 @@ class BlueGreenRollout:
                                            P.route_patch(self.route, st, rules),
                                            field_manager=L.FIELD_MANAGER)
 
-    def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str) -> None:
+    def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str,
+                     rules: list[Obj] | None = None) -> None:
         for _ in range(8):
             self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
             nxt = P.BlueGreenState(**{**st.__dict__, "phase": phase, "reason": reason})
             try:
-                self._write(nxt, None)
+                self._write(nxt, rules)
             except Conflict:
                 time.sleep(0.05)
                 continue
@@ -363,3 +543,13 @@ class BlueGreenRollout:
     def _step(self, name: str) -> None:
         if self.on_step is not None:
             self.on_step(name)
+
+
+def _origin(route: Obj, pool: Obj, manifests: dict[str, Obj]) -> str:
+    """What Git has for the route's rules and the blue pool's selector, before the rollout touches them,
+    and each role's template hash of the release (the policy status names a release by its decode
+    template, as a partition rollout of the pair does)."""
+    templates = {r: state.template_hash(state.template_of(m)) for r, m in manifests.items()}
+    return json.dumps({"rules": (route.get("spec") or {}).get("rules") or [],
+                       "selector": ((pool.get("spec") or {}).get("selector") or {}).get("matchLabels") or {},
+                       "templates": templates}, sort_keys=True, separators=(",", ":"))

@@ -254,6 +254,9 @@ class BlueGreenState:
     stage_started: float = 0.0
     bake_s: float = 0.0
     deadline_s: float = 1800.0
+    # set by the in-cluster controller (GitOps): the route rules and blue pool selector from before the
+    # rollout, as JSON; the end folds green back into the blue pair instead of deleting blue
+    fold_back: str = ""
 
     @property
     def active(self) -> bool:
@@ -272,7 +275,7 @@ class BlueGreenState:
                    [int(w) for w in get("weights").split(",") if w], int(get("stage", "-1")),
                    int(get("passed", "0")), get("manifest-hash"), get("reason"),
                    float(get("stage-started", "0")), float(get("bake-seconds", "0")),
-                   float(get("deadline-seconds", "1800")))
+                   float(get("deadline-seconds", "1800")), get("fold-back"))
 
     def annotations(self) -> dict[str, str]:
         assert self.blue is not None and self.green is not None
@@ -281,7 +284,8 @@ class BlueGreenState:
             "weights": ",".join(str(w) for w in self.weights), "stage": str(self.stage),
             "passed": str(self.passed), "manifest-hash": self.manifest_hash, "reason": self.reason,
             "stage-started": f"{self.stage_started:.3f}", "bake-seconds": f"{self.bake_s:g}",
-            "deadline-seconds": f"{self.deadline_s:g}"}.items()}
+            "deadline-seconds": f"{self.deadline_s:g}",
+            **({"fold-back": self.fold_back} if self.fold_back else {})}.items()}
 
 
 def route_patch(route: Obj, st: BlueGreenState, rules: list[Obj] | None = None) -> Obj:

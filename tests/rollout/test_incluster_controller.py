@@ -333,19 +333,25 @@ def test_pipeline_wait_lasts_through_wall_time_checks(env: Env) -> None:
         assert data["result"] == "succeeded", data
 
 
-def test_blue_green_policy_is_reported_not_driven(env: Env) -> None:
-    """The CRD accepts `strategy: blue-green`; the in-cluster controller (GitOps: one pair synced in
-    place) does not drive it and says which command does, writing nothing to the pair."""
+def test_blue_green_policy_without_a_pool_is_refused_in_the_status(env: Env) -> None:
+    """A blue-green policy's pair is adopted like a partition one; a synced template with no
+    InferencePool/HTTPRoute to shift is refused in one status message naming what is missing, and
+    nothing but the adoption is written to the pair (docs/controller.md "Blue-green")."""
     from lwsflow.controller.api import labels as L
 
     for role in ("decode", "prefill"):
-        env.create_ready(lws_manifest(f"c-{role}", replicas=1, labels={L.PD_PAIR: "c", L.ROLE: role}))
-    before = env.kube.get(LWS, NS, "c-decode")["metadata"]["resourceVersion"]
+        env.create_ready(lws_manifest(f"c-{role}", replicas=1, partition=1,
+                                      labels={L.PD_PAIR: "c", L.ROLE: role}))
     bg = policy("pbg", "c", [{"weight": 10}, {"weight": 100}], strategy="blue-green")
     bg["spec"]["targetRef"]["kind"] = "LeaderWorkerSetPair"
     env.kube.create(ROLLOUT_POLICY, NS, bg)
     with running(_controller(env)):
-        p = wait_policy(env, "pbg", lambda s: "blue-green" in (s.get("message") or ""))
-    assert p["status"]["phase"] == "Idle"
-    assert "lwsflow rollout pair/c --strategy blue-green" in p["status"]["message"]
-    assert env.kube.get(LWS, NS, "c-decode")["metadata"]["resourceVersion"] == before
+        wait_policy(env, "pbg", lambda s: bool(s.get("stableRevision")))
+        sync(env, "c-decode", "vllm:2")
+        p = wait_policy(env, "pbg", lambda s: "refused" in (s.get("message") or ""))
+        before = env.kube.get(LWS, NS, "c-decode")["metadata"]["resourceVersion"]
+    assert p["status"]["phase"] == "Idle", p["status"]
+    assert "exactly one InferencePool" in p["status"]["message"], p["status"]["message"]
+    live = env.kube.get(LWS, NS, "c-decode")
+    assert live["metadata"]["resourceVersion"] == before and gate.partition(live) == 1
+    assert not state.RolloutState.from_object(live).id
