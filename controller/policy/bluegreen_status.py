@@ -49,6 +49,9 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
     stages = len(st.weights) if ours else len(spec.stages)
     stage = min(st.passed + 1, stages) if ours and st.active else 0
     message = st.reason if ours else ""
+    if ours and st.active and not message and st.green is not None:
+        message = (f"green {st.green.pair} at {_weight(route, st.green.pool)}% of the traffic "
+                   f"({st.phase})")
     if st.phase and not st.fold_back and st.active:
         message = f"blue-green {st.id} was started by `lwsflow rollout`; it is the CLI's to drive"
     history: list[dict[str, Any]] = list(old.get("history") or [])

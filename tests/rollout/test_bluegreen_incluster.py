@@ -108,6 +108,7 @@ def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_p
             sync(env, GREEN)
             progressing = wait_status(env, lambda s: s.get("phase") == "Progressing")
             assert progressing["blueGreen"]["bluePair"] == "chat", progressing
+            assert progressing["message"].startswith(f"green {progressing['blueGreen']['greenPair']} at ")
             done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"), 180)
             # the routing of the folded-back pair, while the controller still runs (nothing else moves)
             router.routes.clear()
