@@ -14,7 +14,7 @@ from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, session
 from lwsflow.sim.apiserver import ApiFaults, ApiServer
 from lwsflow.sim.cluster import Cluster
-from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
+from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.lws_controller import LWS as LWS_KEY
 from lwsflow.sim.testing import EmbeddedCluster, Recorded, StoreRecorder
 
@@ -226,9 +226,13 @@ class Env:
         self.sim.close()
 
 
-def make_env(tmp: Path, *, gpu_nodes: int = 0, faults: ApiFaults | None = None,
-             speed: float = SPEED) -> Env:
-    sim = EmbeddedCluster(tmp, config(gpu_nodes), speed=speed, token=TOKEN, faults=faults)
+def make_env(tmp: Path, *, gpu_nodes: int = 0, faults: ApiFaults | None = None, speed: float = SPEED,
+             images: dict[str, ImageProfile] | None = None) -> Env:
+    """``images``: profiles by digest; given, the pods run stand-in engines (side channels on free ports)."""
+    cfg = config(gpu_nodes)
+    cfg.images.update(images or {})
+    engines = {"engines": True, "engine_options": {"side_channel_port": 0}} if images is not None else {}
+    sim = EmbeddedCluster(tmp, cfg, speed=speed, token=TOKEN, faults=faults, **engines)
     rec = Recorder(StoreRecorder(sim.cluster))  # from the start: the creation of every object
     sim.start()
     return Env(sim, Kube.connect(str(sim.kubeconfig)), sim.kubeconfig, rec, tmp)

@@ -330,10 +330,8 @@ class BlueGreenRollout:
         self.k.delete(st.blue)
         self._delete(INFERENCE_POOL, st.blue.pool)
         self._step("blue-deleted")
-        self._write_phase(st, P.SUCCEEDED, "")
-        self._event("BlueGreenSucceeded", f"blue-green {st.id}: every request on green {st.green.pair}; blue "
-                    f"{st.blue.pair} and pool {st.blue.pool} deleted")
-        return self._end(st)
+        return self._succeed(st, f"every request on green {st.green.pair}; blue {st.blue.pair} and pool "
+                             f"{st.blue.pool} deleted")
 
     def _rollback(self, st: P.BlueGreenState, reason: str) -> Outcome:
         assert st.green is not None and st.blue is not None
@@ -359,6 +357,12 @@ class BlueGreenRollout:
             self._restore_blue(st)
             rules = json.loads(st.fold_back)["rules"]
         self._write_phase(st, P.ROLLED_BACK, reason, rules)
+        return self._end(st)
+
+    def _succeed(self, st: P.BlueGreenState, how: str) -> Outcome:
+        """Every request on the revision that stays (``how``: which, and what was deleted)."""
+        self._write_phase(st, P.SUCCEEDED, "")
+        self._event("BlueGreenSucceeded", f"blue-green {st.id}: {how}")
         return self._end(st)
 
     def _end(self, st: P.BlueGreenState) -> Outcome:
@@ -422,10 +426,8 @@ class BlueGreenRollout:
             good = state.RolloutState(last_good=state.pack(state.template_of(obj)))
             self._partition(st.blue.lws[r], gate.replicas(obj), good.annotations(("last_good",)))
         self._step("blue-frozen")
-        self._write_phase(st, P.SUCCEEDED, "")
-        self._event("BlueGreenSucceeded", f"blue-green {st.id}: blue {st.blue.pair} runs the new template "
-                    f"and serves every request; green {st.green.pair} and pool {st.green.pool} deleted")
-        return self._end(st)
+        return self._succeed(st, f"blue {st.blue.pair} runs the new template and serves every request; green "
+                             f"{st.green.pair} and pool {st.green.pool} deleted")
 
     def _fold_failed(self, st: P.BlueGreenState, reason: str) -> Outcome:
         """The fold-back cannot go on: green (the tested revision) keeps every request; a human decides."""

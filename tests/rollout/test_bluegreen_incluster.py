@@ -20,8 +20,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from test_bluegreen import BLUE, GREEN, ROUTES, SLOWER, SPEC, TOLERANCE, Env, _share_hook
+from bluegreen_kit import (
+    BLUE,
+    GREEN,
+    NS,
+    ROUTES,
+    SLOWER,
+    SPEC,
+    Env,
+    Seen,
+    assert_shares,
+    env_fixture,
+    load,
+    share_hook,
+)
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import EVENT, HTTP_ROUTE, INFERENCE_POOL, LWS, ROLLOUT_POLICY
@@ -31,8 +43,9 @@ from lwsflow.controller.rollout import gate, session, state
 from lwsflow.sim.router import Router
 from reliability.incluster_env import install_rbac, running
 
-NS = "default"
 BLUE_GREEN_RBAC = Path(__file__).resolve().parents[2] / "overlays" / "rbac" / "bluegreen"
+
+env = env_fixture("pair")
 
 
 def frozen_blue(env: Env) -> None:
@@ -100,9 +113,9 @@ def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_p
         {"weight": 10, "bake": "10s", "checks": [{"smoke": {}}]},
         {"weight": 50, "bake": "10s", "checks": [{"smoke": {}}]},
         {"weight": 100, "checks": [{"smoke": {}}]}]))
-    seen: list[tuple[int, float, set[str]]] = []
+    seen: Seen = []
     with Router(env.sim.store, seed=11) as router:
-        share = _share_hook(env, router, seen)
+        share = share_hook(router, seen)
         with running(controller(env, smoke=lambda _check: share)):
             stable = wait_status(env, lambda s: bool(s.get("stableRevision")))["stableRevision"]
             sync(env, GREEN)
@@ -113,10 +126,8 @@ def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_p
             # the routing of the folded-back pair, while the controller still runs (nothing else moves)
             router.routes.clear()
     assert done["phase"] == "Succeeded", done
-    assert [w for w, _s, _p in seen] == [10, 50, 100], seen
-    for weight, got, pods in seen:
-        assert abs(got - weight / 100) <= TOLERANCE, (weight, got)
-        assert all("-decode-" in p for p in pods), pods
+    assert_shares(seen, [10, 50, 100])
+    assert all("-decode-" in p for _w, _s, pods in seen for p in pods), seen
     green = progressing["blueGreen"]["greenPair"]
     assert seen[-1][2] and all(p.startswith(green) for p in seen[-1][2])  # 100%: green pods only
     # the route: green added at 0, then 10, 50, 100, then every request back on the blue pool (Git's rules)
@@ -146,19 +157,15 @@ def test_slower_green_is_caught_by_analysis_at_the_first_stage_and_git_shape_res
     """A release Ready but 40% slower at p95 TTFT fails the policy's analysis (green vs blue) at the 50%
     stage: every request back on blue in one write, green deleted, the blue pair's template back to the
     stable one (as a partition rollback restores it), the policy RolledBack with the failed verdict."""
-    from lwsflow.components.loadgen import LoadGenerator, LoadSpec
     from lwsflow.pipelines.cli.controller import _analysis, _local_prometheus
 
-    env = Env(tmp_path, speed=20.0)  # analysis measures in wall time (Prometheus's clock)
-    try:
+    with Env(tmp_path, speed=20.0) as env:  # analysis measures in wall time (Prometheus's clock)
         frozen_blue(env)
         before = git_shape(env)
         env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50}, {"weight": 100}], analysis=SPEC))
         local = _local_prometheus(env.kube, NS)
         try:
-            with Router(env.sim.store, seed=5) as router, \
-                    LoadGenerator(LoadSpec(model="chat-model", rate=40, seed=3, max_tokens=(2, 4),
-                                           prompt_words=(20, 40), stream_share=0.0), lambda: [router.url]), \
+            with Router(env.sim.store, seed=5) as router, load(router), \
                     running(controller(env, analysis=_analysis(env.kube, str(env.sim.kubeconfig), local.url,
                                                                local))):
                 wait_status(env, lambda s: bool(s.get("stableRevision")))
@@ -182,8 +189,6 @@ def test_slower_green_is_caught_by_analysis_at_the_first_stage_and_git_shape_res
         assert all(gate.partition(env.kube.get(LWS, NS, f"chat-{r}")) == 2 for r in P.ROLES)
         st = P.BlueGreenState.from_route(env.kube.get(HTTP_ROUTE, NS, "chat"))
         assert st.phase == P.ROLLED_BACK and len(env.green_weights()) == 4
-    finally:
-        env.close()
 
 
 @contextlib.contextmanager
@@ -245,20 +250,13 @@ def test_controller_killed_mid_shift_resumes_with_only_base_and_bluegreen_roles(
     assert "orbidden" not in text and "Traceback" not in text, text
     assert env.green_weights() == [None, 0, 10, 50, 100, None]
     # the 50% weights were written once: every recorded state of stage 2 has the one start it was given
-    states = [P.BlueGreenState.from_route(r.object) for r in env.routes.entries(ROUTES, "chat")]
+    states = [P.BlueGreenState.from_route(r.object) for r in env.rec.entries(ROUTES, "chat")]
     assert len({s.stage_started for s in states if s.stage == 1}) == 1, states
     assert text.count("stage-3: weights") == 1, text  # (stage 2's line may die with the first process)
     assert git_shape(env) == before
     assert images(env) == {f"r.example/vllm@{GREEN}"}
     assert (env.kube.get(INFERENCE_POOL, NS, "chat")["spec"]["selector"]["matchLabels"]
             == {L.MODEL: "chat", L.WORKER_INDEX: "0"})
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    e = Env(tmp_path)
-    yield e
-    e.close()
 
 
 def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> None:

@@ -29,27 +29,21 @@ from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
 from lwsflow.sim.config import ImageProfile
-from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder
 from reliability.incluster_env import OVERLAY, install_rbac, policy, running, sync, wait_policy
-from reliability.rollout_env import NS, SPEED, TOKEN, Env, Recorder, config, lws_manifest
+from reliability.rollout_env import NS, SPEED, TOKEN, Env, lws_manifest, make_env
 
 OLD = "r.example/vllm@sha256:" + "1" * 64
 SAME_LAYOUT = "r.example/vllm@sha256:" + "3" * 64  # a new build, KV layout unchanged
 NEW_LAYOUT_DIGEST = "sha256:" + "2" * 64
 NEW_LAYOUT = f"r.example/vllm@{NEW_LAYOUT_DIGEST}"  # KV layout "2": incompatible with every old pod
+LAYOUTS = {NEW_LAYOUT_DIGEST: ImageProfile(kv_layout="2")}
 PORT = random.randint(20_000, 60_000)
 REPLICAS = {"prefill": 2, "decode": 1}
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    cfg = config()
-    cfg.images[NEW_LAYOUT_DIGEST] = ImageProfile(kv_layout="2")
-    sim = EmbeddedCluster(tmp_path, cfg, speed=SPEED, token=TOKEN, engines=True,
-                          engine_options={"side_channel_port": 0})
-    rec = Recorder(StoreRecorder(sim.cluster))
-    sim.start()
-    e = Env(sim, Kube.connect(str(sim.kubeconfig)), sim.kubeconfig, rec, tmp_path)
+    e = make_env(tmp_path, images=LAYOUTS)
     try:
         yield e
     finally:

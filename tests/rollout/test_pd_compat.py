@@ -20,7 +20,6 @@ from lwsflow.components.pd_probe import PROBE_LABEL, Direction, directions, pd_p
 from lwsflow.components.smoke.model import Endpoint
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import OperationFailed
-from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, POD
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.rollout.compat import ALL_AT_ONCE
@@ -28,13 +27,13 @@ from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.pipelines.cli import main
 from lwsflow.sim.config import ImageProfile
 from lwsflow.sim.engine import start_engine
-from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder
-from reliability.rollout_env import NS, SPEED, TOKEN, Env, Recorder, config, ds_manifest, lws_manifest
+from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, make_env
 
 OLD = "r.example/vllm@sha256:" + "1" * 64
 SAME_LAYOUT = "r.example/vllm@sha256:" + "3" * 64  # a new build, KV layout unchanged
 NEW_LAYOUT_DIGEST = "sha256:" + "2" * 64
 NEW_LAYOUT = f"r.example/vllm@{NEW_LAYOUT_DIGEST}"  # KV layout "2": incompatible with every old pod
+LAYOUTS = {NEW_LAYOUT_DIGEST: ImageProfile(kv_layout="2")}
 PORT = random.randint(20_000, 60_000)
 
 
@@ -85,13 +84,7 @@ def gpu_env(tmp_path: Path) -> Iterator[Env]:
 
 
 def _env(tmp: Path, gpu_nodes: int = 0) -> Iterator[Env]:
-    cfg = config(gpu_nodes)
-    cfg.images[NEW_LAYOUT_DIGEST] = ImageProfile(kv_layout="2")
-    sim = EmbeddedCluster(tmp, cfg, speed=SPEED, token=TOKEN, engines=True,
-                          engine_options={"side_channel_port": 0})
-    rec = Recorder(StoreRecorder(sim.cluster))
-    sim.start()
-    e = Env(sim, Kube.connect(str(sim.kubeconfig)), sim.kubeconfig, rec, tmp)
+    e = make_env(tmp, gpu_nodes=gpu_nodes, images=LAYOUTS)
     try:
         yield e
     finally:
