@@ -23,6 +23,14 @@ TOKEN = "rollout-test-token"
 LOAD_S = 20  # model load per pod, virtual seconds
 NS = "default"
 
+# The P/D compatibility probe's images (stand-in engines): KV layout "2" fails every hand-off with a pod of
+# another layout at the NIXL handshake, as vLLM's compatibility check does (vllm PR #29503)
+OLD = "r.example/vllm@sha256:" + "1" * 64
+SAME_LAYOUT = "r.example/vllm@sha256:" + "3" * 64  # a new build, KV layout unchanged
+NEW_LAYOUT_DIGEST = "sha256:" + "2" * 64
+NEW_LAYOUT = f"r.example/vllm@{NEW_LAYOUT_DIGEST}"  # KV layout "2": incompatible with every old pod
+LAYOUTS = {NEW_LAYOUT_DIGEST: ImageProfile(kv_layout="2")}  # make_env(images=LAYOUTS)
+
 
 def config(gpu_nodes: int = 0) -> ClusterConfig:
     pools = [PoolConfig(name="cpu", count=16, cpu=256, memory_gi=1024)]
@@ -231,8 +239,9 @@ def make_env(tmp: Path, *, gpu_nodes: int = 0, faults: ApiFaults | None = None, 
     """``images``: profiles by digest; given, the pods run stand-in engines (side channels on free ports)."""
     cfg = config(gpu_nodes)
     cfg.images.update(images or {})
-    engines = {"engines": True, "engine_options": {"side_channel_port": 0}} if images is not None else {}
-    sim = EmbeddedCluster(tmp, cfg, speed=speed, token=TOKEN, faults=faults, **engines)
+    serve = True if images is not None else None  # None: the config's own choice
+    sim = EmbeddedCluster(tmp, cfg, speed=speed, token=TOKEN, faults=faults, engines=serve,
+                          engine_options={"side_channel_port": 0} if serve else None)
     rec = Recorder(StoreRecorder(sim.cluster))  # from the start: the creation of every object
     sim.start()
     return Env(sim, Kube.connect(str(sim.kubeconfig)), sim.kubeconfig, rec, tmp)

@@ -9,6 +9,7 @@ HTTPRoute backendRef weights (Gateway API: a backend's share is weight / sum of 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import subprocess
@@ -29,9 +30,12 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, HTTP_ROUTE, INFERENCE_POOL, LWS, Resource
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import gate
+from lwsflow.controller.rollout import gate, session
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.hooks import HookContext, HookResult
+from lwsflow.controller.rollout.options import RolloutOptions
+from lwsflow.controller.rollout.outcome import Outcome
+from lwsflow.pipelines.cli import main
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.router import Router
 from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder
@@ -267,3 +271,39 @@ def load(router: Router) -> AbstractContextManager[Any]:
 
     return LoadGenerator(LoadSpec(model=MODEL, rate=40, seed=3, max_tokens=(2, 4), prompt_words=(20, 40),
                                   stream_share=0.0), lambda: [router.url])
+
+
+def shift_with_traffic(env: Env, ref: str = GREEN, *, blue: str = BLUE,
+                       check: Callable[[HookContext], None] | None = None) -> tuple[Outcome, Seen, list[str]]:
+    """Blue on image ``blue`` deployed, then green on image ``ref`` at 10, 50 then 100%, 30 s baked each,
+    through the library; at each stage ``check`` (when given) then the traffic share. The outcome, what
+    each stage saw and the log lines."""
+    env.deploy_blue(blue)
+    seen: Seen = []
+    lines: list[str] = []
+    with Router(env.sim.store, seed=11) as router:
+        share = share_hook(router, seen)
+
+        def hook(ctx: HookContext) -> HookResult:
+            if check is not None:
+                check(ctx)
+            return share(ctx)
+        opts = RolloutOptions(bake_s=30, deadline_s=600, hooks=[hook])
+        out = session.run(env.kube, session.clock_for(env.kube), session.parse_target(env.target, NS), opts,
+                          manifest=env.manifest(ref), strategy="blue-green", weights=[10, 50, 100],
+                          log=lines.append)
+    return out, seen, lines
+
+
+def analysed(env: Env, ref: str) -> tuple[int, dict[str, Any]]:
+    """Blue (deployed) to green on image ``ref`` at 50% then 100% through the CLI, with seeded load
+    through the router and the analysis (SPEC) at each stage: the exit code and the report."""
+    env.deploy_blue()
+    spec, rep = env.tmp / "analysis.yaml", env.tmp / "report.json"
+    spec.write_text(yaml.safe_dump(SPEC))
+    with Router(env.sim.store, seed=5) as router, load(router) as gen:
+        rc = main(env.bg_args(env.manifest(ref), "--weights", "50,100", "--analysis", str(spec),
+                              "--prometheus", "local", "--report", str(rep)))
+    # a request in flight to a pod being deleted (green on rollback, blue at the end) may fail
+    assert gen.stats.ok > 0 and gen.stats.errors <= 0.03 * gen.stats.sent, gen.stats
+    return rc, json.loads(rep.read_text())

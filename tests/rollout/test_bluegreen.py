@@ -11,46 +11,32 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from bluegreen_kit import (
     GREEN,
     KILL_AT_STAGE_2,
     NS,
     ROUTES,
     SLOWER,
-    SPEC,
     Env,
-    Seen,
+    analysed,
     assert_shares,
     env_fixture,
-    load,
     lwsflow,
     only,
-    share_hook,
+    shift_with_traffic,
 )
 
 from lwsflow.controller.kube.resources import INFERENCE_POOL, LWS
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import session
-from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.pipelines.cli import main
-from lwsflow.sim.router import Router
 
 env = env_fixture("pair")
 
 
 def test_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) -> None:
-    env.deploy_blue()
-    seen: Seen = []
-    lines: list[str] = []
-    with Router(env.sim.store, seed=11) as router:
-        opts = RolloutOptions(bake_s=30, deadline_s=600, hooks=[share_hook(router, seen)])
-        out = session.run(env.kube, session.clock_for(env.kube), session.parse_target("pair/chat", NS), opts,
-                          manifest=env.manifest(GREEN), strategy="blue-green", weights=[10, 50, 100],
-                          log=lines.append)
+    out, seen, lines = shift_with_traffic(env)
     assert out.result == "succeeded", out.message
     assert any(line.startswith("capacity blue-green: both revisions fit") for line in lines), lines
     # the route was written stage by stage: green added at 0, then 10, 50, 100 (blue dropped)
@@ -67,22 +53,9 @@ def test_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) -> 
     assert out.message.endswith(f"traffic on pair/{st.green.pair}")
 
 
-def _analysed(env: Env, tmp_path: Path, digest: str) -> tuple[int, dict[str, Any]]:
-    """A blue-green at 50% then 100%, with seeded load through the router and the analysis per stage."""
-    env.deploy_blue()
-    spec, rep = tmp_path / "analysis.yaml", tmp_path / "report.json"
-    spec.write_text(yaml.safe_dump(SPEC))
-    with Router(env.sim.store, seed=5) as router, load(router) as gen:
-        rc = main(env.bg_args(env.manifest(digest), "--weights", "50,100", "--analysis", str(spec),
-                              "--prometheus", "local", "--report", str(rep)))
-    # a request in flight to a pod being deleted (green on rollback, blue at the end) may fail
-    assert gen.stats.ok > 0 and gen.stats.errors <= 0.03 * gen.stats.sent, gen.stats
-    return rc, json.loads(rep.read_text())
-
-
 def test_green_as_fast_as_blue_passes_analysis_at_each_stage(tmp_path: Path) -> None:
     with Env(tmp_path, speed=20.0) as env:  # analysis measures in wall time (Prometheus's clock)
-        rc, report = _analysed(env, tmp_path, GREEN)
+        rc, report = analysed(env, GREEN)
         assert rc == 0 and report["result"] == "succeeded", report["stages"][0]["analysis"]
         first, last = report["stages"]
         assert {m["role"] for m in first["analysis"]} == {"decode", "prefill"}
@@ -93,7 +66,7 @@ def test_green_as_fast_as_blue_passes_analysis_at_each_stage(tmp_path: Path) -> 
 
 def test_slower_green_is_caught_at_the_first_weight_stage_and_shifted_back(tmp_path: Path) -> None:
     with Env(tmp_path, speed=20.0) as env:
-        rc, report = _analysed(env, tmp_path, SLOWER)
+        rc, report = analysed(env, SLOWER)
         assert rc == 1 and report["result"] == "rolled-back", report
         first = report["stages"][0]
         assert first["result"] == "failed" and first["target_groups"] == 50

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from bluegreen_kit import (
     BLUE,
     DS_ROLES,
@@ -26,16 +25,14 @@ from bluegreen_kit import (
     KILL_AT_STAGE_2,
     NS,
     SLOWER,
-    SPEC,
     Env,
-    Seen,
+    analysed,
     assert_blue_pool_narrowed,
     assert_shares,
     env_fixture,
-    load,
     lwsflow,
     only,
-    share_hook,
+    shift_with_traffic,
 )
 
 from lwsflow.controller.api import labels as L
@@ -43,11 +40,9 @@ from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.resources import DS, INFERENCE_POOL, LWS
 from lwsflow.controller.rollout import bluegreen_kinds as K
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import gate, session
+from lwsflow.controller.rollout import gate
 from lwsflow.controller.rollout.ds import DsKind
-from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.pipelines.cli import main
-from lwsflow.sim.router import Router
 
 env = env_fixture("ds")
 
@@ -61,14 +56,7 @@ def _children(env: Env) -> list[dict[str, Any]]:
 
 
 def test_ds_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) -> None:
-    env.deploy_blue()
-    seen: Seen = []
-    lines: list[str] = []
-    with Router(env.sim.store, seed=11) as router:
-        opts = RolloutOptions(bake_s=30, deadline_s=600, hooks=[share_hook(router, seen)])
-        out = session.run(env.kube, session.clock_for(env.kube), session.parse_target("ds/chat", NS), opts,
-                          manifest=env.manifest(GREEN), strategy="blue-green", weights=[10, 50, 100],
-                          log=lines.append)
+    out, seen, lines = shift_with_traffic(env)
     assert out.result == "succeeded", out.message
     cap = next(line for line in lines if line.startswith("capacity blue-green: both revisions fit"))
     assert all("DisaggregatedSet chat-" in cap and f"role {r} (pool h100): 2 of 2 group(s)" in cap
@@ -99,14 +87,7 @@ def test_slower_green_ds_is_caught_at_the_first_weight_stage_and_shifted_back(tm
     """Analysis per role (green DS's role against blue DS's role; Prometheus labels a DS's pods with the
     DS's name) fails at 50%; the route goes back to blue alone and the green DS is deleted."""
     with Env(tmp_path, "ds", speed=20.0) as env:  # analysis measures in wall time (Prometheus's clock)
-        env.deploy_blue()
-        spec, rep = tmp_path / "analysis.yaml", tmp_path / "report.json"
-        spec.write_text(yaml.safe_dump(SPEC))
-        with Router(env.sim.store, seed=5) as router, load(router) as gen:
-            rc = main(env.bg_args(env.manifest(SLOWER), "--weights", "50,100", "--analysis", str(spec),
-                                  "--prometheus", "local", "--report", str(rep)))
-        assert gen.stats.ok > 0 and gen.stats.errors <= 0.03 * gen.stats.sent, gen.stats
-        report = json.loads(rep.read_text())
+        rc, report = analysed(env, SLOWER)
         assert rc == 1 and report["result"] == "rolled-back", report
         assert len(report["stages"]) == 1  # never went past the first weight stage
         first = report["stages"][0]

@@ -11,38 +11,28 @@ from __future__ import annotations
 from bluegreen_kit import (
     NS,
     Env,
-    Seen,
     assert_blue_pool_narrowed,
     assert_shares,
     env_fixture,
     only,
-    share_hook,
+    shift_with_traffic,
 )
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import INFERENCE_POOL, LWS
 from lwsflow.controller.rollout import bluegreen_kinds as K
 from lwsflow.controller.rollout import session
-from lwsflow.controller.rollout.hooks import HookContext, HookResult
+from lwsflow.controller.rollout.hooks import HookContext
 from lwsflow.controller.rollout.options import RolloutOptions
-from lwsflow.sim.router import Router
 
 env = env_fixture("lws")
 
 
 def test_lws_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) -> None:
-    env.deploy_blue("vllm:1")
-    seen: Seen = []
-
-    def traffic(ctx: HookContext) -> HookResult:
+    def compared_with_blue(ctx: HookContext) -> None:
         assert ctx.kind == L.LWS_KIND and ctx.compare == {"aggregated": (ctx.name, "chat")}
-        return share(ctx)
 
-    with Router(env.sim.store, seed=11) as router:
-        share = share_hook(router, seen)
-        opts = RolloutOptions(bake_s=30, deadline_s=600, hooks=[traffic])
-        out = session.run(env.kube, session.clock_for(env.kube), session.parse_target("lws/chat", NS), opts,
-                          manifest=env.manifest("vllm:2"), strategy="blue-green", weights=[10, 50, 100])
+    out, seen, _lines = shift_with_traffic(env, "vllm:2", blue="vllm:1", check=compared_with_blue)
     assert out.result == "succeeded", out.message
     assert_blue_pool_narrowed(env, L.NAME)  # the LWS controller's name label on every pod (§a)
     assert env.green_weights() == [None, 0, 10, 50, 100]

@@ -28,15 +28,20 @@ from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
-from lwsflow.sim.config import ImageProfile
 from reliability.incluster_env import OVERLAY, install_rbac, policy, running, sync, wait_policy
-from reliability.rollout_env import NS, SPEED, TOKEN, Env, lws_manifest, make_env
+from reliability.rollout_env import (
+    LAYOUTS,
+    NEW_LAYOUT,
+    NS,
+    OLD,
+    SAME_LAYOUT,
+    SPEED,
+    TOKEN,
+    Env,
+    lws_manifest,
+    make_env,
+)
 
-OLD = "r.example/vllm@sha256:" + "1" * 64
-SAME_LAYOUT = "r.example/vllm@sha256:" + "3" * 64  # a new build, KV layout unchanged
-NEW_LAYOUT_DIGEST = "sha256:" + "2" * 64
-NEW_LAYOUT = f"r.example/vllm@{NEW_LAYOUT_DIGEST}"  # KV layout "2": incompatible with every old pod
-LAYOUTS = {NEW_LAYOUT_DIGEST: ImageProfile(kv_layout="2")}
 PORT = random.randint(20_000, 60_000)
 REPLICAS = {"prefill": 2, "decode": 1}
 

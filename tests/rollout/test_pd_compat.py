@@ -25,15 +25,19 @@ from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.rollout.compat import ALL_AT_ONCE
 from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.pipelines.cli import main
-from lwsflow.sim.config import ImageProfile
 from lwsflow.sim.engine import start_engine
-from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, make_env
+from reliability.rollout_env import (
+    LAYOUTS,
+    NEW_LAYOUT,
+    NS,
+    OLD,
+    SAME_LAYOUT,
+    Env,
+    ds_manifest,
+    lws_manifest,
+    make_env,
+)
 
-OLD = "r.example/vllm@sha256:" + "1" * 64
-SAME_LAYOUT = "r.example/vllm@sha256:" + "3" * 64  # a new build, KV layout unchanged
-NEW_LAYOUT_DIGEST = "sha256:" + "2" * 64
-NEW_LAYOUT = f"r.example/vllm@{NEW_LAYOUT_DIGEST}"  # KV layout "2": incompatible with every old pod
-LAYOUTS = {NEW_LAYOUT_DIGEST: ImageProfile(kv_layout="2")}
 PORT = random.randint(20_000, 60_000)
 
 
