@@ -161,7 +161,8 @@ class Controller:
         if worker is None or not worker.thread.is_alive():
             self.workers.pop(key, None)
             retry = self._decide(policy, spec, objs)
-            if retry is not None and not (probed and pd_gate.holds(old, objs, gen, self.clock.now())):
+            if retry is not None and not (probed and pd_gate.holds(old, objs, gen, self.clock.now())) \
+                    and not (probed and self._unsettled_fresh(key, objs)):
                 self._start_worker(key, policy, spec, objs, retry)
         new = pstatus.compute(spec, obj, gen, old, state.iso(self.clock.now()), others=objs[1:])
         if probed:  # a refused (held) template or a probe in flight shows on the status
@@ -206,6 +207,12 @@ class Controller:
         if not pstatus.same(old, new):
             self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
+
+    def _unsettled_fresh(self, key: str, objs: list[Obj]) -> bool:
+        """A fresh probed pair rollout waits for both roles' sync: probing after the first role alone
+        would judge (and hold) half a release."""
+        fresh = not any(state.RolloutState.from_object(o).active for o in objs)
+        return fresh and not self._settled(key, bg.pair_hash(objs))
 
     def _settled(self, key: str, pair_hash: str) -> bool:
         """Whether the pair's templates have been ``pair_hash`` for SETTLE_S (the next pass looks again)."""
