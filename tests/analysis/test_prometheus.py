@@ -31,8 +31,8 @@ FAILED = f'sum(increase(vllm:request_success_total{{{SEL},finished_reason="error
 # the statistical modes (stats.py) over everything Prometheus holds: a 60 s window
 TESTED = {"window": "60s", "metrics": [
     {"name": "ttft-p95", "interval": "0.3s", "count": 2, "compare": {"mode": "histogram", "tolerance": 10},
-     "provider": {"prometheus": {
-         "query": f"sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{{{SEL}}}[{{{{elapsed}}}}]))"}}},
+     "provider": {"prometheus": {"query": "sum by (le) (increase(vllm:time_to_first_token_seconds_bucket"
+                                          f"{{{SEL}}}[{{{{elapsed}}}}]))"}}},
     {"name": "error-ratio", "interval": "0.3s", "count": 2,
      "compare": {"mode": "proportion", "tolerance": 0.005,
                  "total": f"sum(increase(vllm:request_success_total{{{SEL}}}[{{{{elapsed}}}}]))"},
@@ -103,8 +103,9 @@ def scraped() -> Iterator[Prometheus]:
         _traffic(old, 20)
         _traffic(new, 20)
         assert _flaky_traffic(flaky, 40) >= 6
+        flaky_args = dict(ARGS, revision="flaky", elapsed="60s")
         _wait(lambda: (prometheus_value(prom.url, render(HIST, ARGS)) or 0) > 0
-              and (prometheus_value(prom.url, render(FAILED, dict(ARGS, revision="flaky", elapsed="60s"))) or 0) > 0)
+              and (prometheus_value(prom.url, render(FAILED, flaky_args)) or 0) > 0)
         yield prom
 
 
