@@ -33,7 +33,7 @@ def _metric(name: str, query: str, compare: dict[str, Any]) -> dict[str, Any]:
 
 
 def _spec(ttft: str, itl: str, errors: str, total: str, queue: str,
-          kv_failed: str | None) -> dict[str, Any]:
+          kv: tuple[str, str] | None) -> dict[str, Any]:
     # p95s: shares of requests above a bucket boundary, tested (stats.py), not interpolated quantiles
     metrics = [
         _metric("ttft-p95", _buckets(ttft), {"mode": "histogram", "quantile": 0.95, "tolerance": 10}),
@@ -41,10 +41,10 @@ def _spec(ttft: str, itl: str, errors: str, total: str, queue: str,
         _metric("error-ratio", errors, {"mode": "proportion", "total": total, "tolerance": 0.005}),
         _metric("queue-length", f"max({queue}{{{SEL}}})", {"mode": "absolute", "tolerance": 4}),
     ]
-    if kv_failed:
-        # among the requests the decode finished: each failed pull fails its request
-        metrics.append(_metric("kv-transfer-failures", kv_failed,
-                               {"mode": "proportion", "total": total, "tolerance": 0}))
+    if kv:
+        # (failed transfers, transfers attempted): not higher than the stable's rate
+        metrics.append(_metric("kv-transfer-failures", kv[0],
+                               {"mode": "proportion", "total": kv[1], "tolerance": 0}))
     return {"metrics": metrics}
 
 
@@ -52,13 +52,19 @@ def vllm(pd: bool = False) -> dict[str, Any]:
     return _spec("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
                  _count("vllm:request_success_total", ',finished_reason=~"error|abort"'),
                  _count("vllm:request_success_total"), "vllm:num_requests_waiting",
-                 _count("vllm:nixl_num_failed_transfers_total") if pd else None)
+                 (_count("vllm:nixl_num_failed_transfers_total"),
+                  # a successful transfer is timed, a failed one counted
+                  f'{_count("vllm:nixl_xfer_time_seconds_count")} + '
+                  f'{_count("vllm:nixl_num_failed_transfers_total")}') if pd else None)
 
 
 def sglang(pd: bool = False) -> dict[str, Any]:
     return _spec("sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds",
                  _count("sglang:num_aborted_requests_total"), _count("sglang:num_requests_total"),
-                 "sglang:num_queue_reqs", _count("sglang:num_transfer_failed_reqs_total") if pd else None)
+                 "sglang:num_queue_reqs",
+                 # failed transfers among the requests served (SGLang exports no transfer total)
+                 (_count("sglang:num_transfer_failed_reqs_total"), _count("sglang:num_requests_total"))
+                 if pd else None)
 
 
 TEMPLATES: dict[str, Callable[[], dict[str, Any]]] = {
