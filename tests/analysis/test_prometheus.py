@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from lwsflow.components.prometheus import Prometheus, serving_targets, start_prometheus
-from lwsflow.controller.analysis.providers import prometheus_value
+from lwsflow.controller.analysis.providers import ProviderError, prometheus_buckets, prometheus_value
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import render, validate_spec
+from lwsflow.controller.analysis.templates import TEMPLATES
 from lwsflow.controller.api import labels as L
 from lwsflow.pipelines.cli import main
 from lwsflow.sim.engine import EngineHandle, start_engine
@@ -162,3 +163,32 @@ def test_statistical_modes_against_the_real_prometheus(scraped: Prometheus, revi
         assert all(m.phase == "successful" for m in res.measurements), res.as_dict()
         hist = next(m for m in res.measurements if m.metric == "ttft-p95")
         assert hist.value is not None and hist.value == hist.baseline and "share above" in hist.detail
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_builtin_template_queries_run_on_the_real_prometheus(scraped: Prometheus, name: str) -> None:
+    """Every query of the built-in templates (and compare's total) is PromQL this Prometheus accepts."""
+    spec = validate_spec(TEMPLATES[name]())
+    args = dict(ARGS, elapsed="60s", window="60s")
+    for m in spec.metrics:
+        for text in m.templates():
+            try:
+                if m.compare and m.compare.mode == "histogram":
+                    prometheus_buckets(scraped.url, render(text, args))
+                else:
+                    prometheus_value(scraped.url, render(text, args))
+            except ProviderError as exc:
+                raise AssertionError(f"{name} {m.name}: {text}: {exc}") from None
+
+
+@pytest.mark.parametrize(("revision", "want"),
+                         [("new", "failed"), ("flaky", "failed"), ("old", "successful")])
+def test_builtin_vllm_template_judges_the_revisions(scraped: Prometheus, revision: str, want: str) -> None:
+    """The built-in vllm template, measured twice over everything scraped: the 40% slower and the flaky
+    revision fail against the stable one, the stable one against itself passes."""
+    doc = TEMPLATES["vllm"]()
+    for m in doc["metrics"]:
+        m.update(interval="0.3s", count=2, failureLimit=1)
+    doc["window"] = "60s"
+    res = run_analysis(validate_spec(doc), dict(ARGS, revision=revision), provider_measure(scraped.url))
+    assert res.phase == want, res.as_dict()
