@@ -162,7 +162,8 @@ def test_statistical_modes_against_the_real_prometheus(scraped: Prometheus, revi
     else:
         assert all(m.phase == "successful" for m in res.measurements), res.as_dict()
         hist = next(m for m in res.measurements if m.metric == "ttft-p95")
-        assert hist.value is not None and hist.value == hist.baseline and "share above" in hist.detail
+        # the same revision, queried twice a moment apart
+        assert hist.value == pytest.approx(hist.baseline, rel=0.1) and "share above" in hist.detail
 
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
