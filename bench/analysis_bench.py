@@ -22,7 +22,10 @@ not cover: the embedded cluster's rollout around it (gate, partition, rollback; 
 runs those end to end); a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
 
     nice -n 19 .venv/bin/python bench/analysis_bench.py [--runs 50] [--parallel 2] [--seed 0]
-        [--json FILE]
+        [--json FILE] [--start N]
+
+``--start N`` runs only the runs N.. of the seed, so two processes can share one seed's runs; their
+printed lines, concatenated, give the figures with ``--summarize``.
 """
 
 from __future__ import annotations
@@ -300,6 +303,8 @@ def summarize(kinds: list[str], results: list[RunResult], json_path: str) -> Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
+    ap.add_argument("--start", type=int, default=0,
+                    help="first run index (a second process can take the later runs of the same seed)")
     ap.add_argument("--parallel", type=int, default=2, help="runs at once (each: 2-4 engines, ~20 req/s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", default=",".join(KINDS))
@@ -314,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     # a bench started in the background has SIGINT ignored: SIGTERM stops it too, with the figures
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    jobs = [(k, args.seed * 1000 + i) for i in range(args.runs) for k in kinds]
+    jobs = [(k, args.seed * 1000 + i) for i in range(args.start, args.runs) for k in kinds]
     t0 = time.monotonic()
     results: list[RunResult] = []
     stopped = False
