@@ -14,10 +14,11 @@ What one run covers: the measurement and verdict layer exactly as a rollout stag
 real Prometheus (Debian's 2.42, scraping every second through a ``file_sd`` target file, as
 ``--prometheus local`` does). The candidate's and the stable revision's stand-in engines, each in its
 own process, serve the profiles on loopback under seeded OpenAI traffic (``components.loadgen``; P/D
-runs a prefill→decode hand-off per request). Their targets carry the revision labels the templates
+runs prefill→decode hand-offs, up to 8 at once). Their targets carry the revision labels the templates
 select on; the hook's wait for two scrapes of every new target (``Prometheus.wait_for_targets``) comes
 first, then ``run_analysis`` with the built-in ``vllm`` / ``vllm-pd`` template at a shorter timescale
-(window 10 s, a measurement every 2 s, 13 of them, failureLimit 1, inconclusiveLimit 1). What it does
+(window 10 s, a measurement every 2 s, 13 of them, failureLimit 1, inconclusiveLimit 1; counts over
+``[{{elapsed}}]``, so the evidence accumulates over the analysis). What it does
 not cover: the embedded cluster's rollout around it (gate, partition, rollback; ``tests/analysis``
 runs those end to end); a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
 
