@@ -14,15 +14,19 @@ What one run covers: the measurement and verdict layer exactly as a rollout stag
 real Prometheus (Debian's 2.42, scraping every second through a ``file_sd`` target file, as
 ``--prometheus local`` does). The candidate's and the stable revision's stand-in engines, each in its
 own process, serve the profiles on loopback under seeded OpenAI traffic (``components.loadgen``; P/D
-runs a prefill→decode hand-off per request). Their targets carry the revision labels the templates
+runs prefill→decode hand-offs, up to 8 at once). Their targets carry the revision labels the templates
 select on; the hook's wait for two scrapes of every new target (``Prometheus.wait_for_targets``) comes
 first, then ``run_analysis`` with the built-in ``vllm`` / ``vllm-pd`` template at a shorter timescale
-(window 10 s, a measurement every 2 s, 5 of them, failureLimit 1, inconclusiveLimit 1). What it does
+(window 10 s, a measurement every 2 s, 13 of them, failureLimit 1, inconclusiveLimit 1; counts over
+``[{{elapsed}}]``, so the evidence accumulates over the analysis). What it does
 not cover: the embedded cluster's rollout around it (gate, partition, rollback; ``tests/analysis``
 runs those end to end); a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
 
     nice -n 19 .venv/bin/python bench/analysis_bench.py [--runs 50] [--parallel 2] [--seed 0]
-        [--json FILE]
+        [--json FILE] [--start N]
+
+``--start N`` runs only the runs N.. of the seed, so two processes can share one seed's runs; their
+printed lines, concatenated, give the figures with ``--summarize``.
 """
 
 from __future__ import annotations
@@ -64,7 +68,11 @@ CANDIDATE: dict[str, dict[str, float]] = {
     "degrading": {**STABLE, "slowdown_per_min": 2.4},
 }
 RATE = 10.0  # requests per second per revision
-WINDOW_S, INTERVAL_S, COUNT = 10, 2, 5  # the templates' 30 s / 30 s / 4, at a shorter timescale
+# the templates' 30 s / 30 s / 4 at a shorter timescale: 10 s windows, a measurement every 2 s; the
+# counts accumulate from one window before the analysis ({{elapsed}}), and 13 measurements give ~30 s
+# of traffic (with the hook's wait), ~300 requests per revision: a 5% fault's ~15 events, which the
+# one-sided test at alpha 0.01 sees with near certainty (tests/analysis/test_stats.py)
+WINDOW_S, INTERVAL_S, COUNT = 10, 2, 13
 MODEL = "m"
 _PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
             "remote_block_ids": None, "remote_host": None, "remote_port": None}
@@ -102,14 +110,19 @@ _ENGINE_MAIN = (
 
 class Engine:
     """A stand-in engine in its own process (as a pod's engine is), so the bench's own threads (load,
-    Prometheus queries) do not share its interpreter lock and distort its latencies."""
+    Prometheus queries) do not share its interpreter lock and distort its latencies. ``started()``
+    waits for its port, so that a run's engines start side by side."""
 
     def __init__(self, **options: Any) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", _ENGINE_MAIN, json.dumps(options)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port, self.url = 0, ""
+
+    def started(self) -> Engine:
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}"
+        return self
 
     def served(self) -> float:
         """Requests this engine finished (its /metrics)."""
@@ -135,21 +148,22 @@ def _group(eng: Engine, lws: str, revision: str, role: str) -> dict[str, Any]:
 
 
 class PdTraffic:
-    """Poisson-paced prefill→decode hand-offs against one revision's pair."""
+    """Poisson-paced prefill→decode hand-offs against one revision's pair, several at once (a router
+    serves requests side by side), so the pair gets its rate however long one hand-off takes."""
 
     def __init__(self, prefill: Engine, decode: Engine, rate: float, seed: int) -> None:
         self.p, self.d, self.rate, self.rng = prefill, decode, rate, random.Random(seed)
         self.stop_ev = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _one(self, client: httpx.Client) -> None:
+    def _one(self, client: httpx.Client, max_tokens: int) -> None:
         try:
             r = client.post(f"{self.p.url}/v1/completions", json={
                 "model": MODEL, "prompt": "the cache", "max_tokens": 1, "kv_transfer_params": dict(_PREFILL)})
             params = r.json().get("kv_transfer_params") if r.status_code == 200 else None
             if params:  # streamed, as a router streams to clients: ITL is observed per streamed token
                 with client.stream("POST", f"{self.d.url}/v1/completions", json={
-                        "model": MODEL, "prompt": "the cache", "max_tokens": self.rng.randint(2, 6),
+                        "model": MODEL, "prompt": "the cache", "max_tokens": max_tokens,
                         "stream": True, "kv_transfer_params": params}) as resp:
                     for _ in resp.iter_lines():
                         pass
@@ -157,9 +171,10 @@ class PdTraffic:
             pass
 
     def _loop(self) -> None:
-        with httpx.Client(timeout=10) as client:
+        with httpx.Client(timeout=10, limits=httpx.Limits(max_connections=8)) as client, \
+                ThreadPoolExecutor(8) as pool:
             while not self.stop_ev.wait(self.rng.expovariate(self.rate)):
-                self._one(client)
+                pool.submit(self._one, client, self.rng.randint(2, 6))
 
     def __enter__(self) -> PdTraffic:
         self.thread.start()
@@ -167,7 +182,7 @@ class PdTraffic:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_ev.set()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=15)
 
 
 def _first_served(eng: Engine, timeout: float = 10.0) -> float:
@@ -203,6 +218,8 @@ def one_run(kind: str, seed: int, prom: Prometheus, targets: Targets) -> RunResu
                                                                 if k != "kv_failure_ratio"}
                 engines[(rev, role)] = Engine(model=MODEL, role=role, side_channel_port=0,
                                               seed=seed * 7 + len(engines), **opts)
+        for e in engines.values():
+            e.started()
         targets.set(lws, [_group(e, lws, rev, role) for (rev, role), e in engines.items()])
         loads: list[Any] = []
         for i, rev in enumerate(("stable", "new")):
@@ -287,6 +304,8 @@ def summarize(kinds: list[str], results: list[RunResult], json_path: str) -> Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
+    ap.add_argument("--start", type=int, default=0,
+                    help="first run index (a second process can take the later runs of the same seed)")
     ap.add_argument("--parallel", type=int, default=2, help="runs at once (each: 2-4 engines, ~20 req/s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", default=",".join(KINDS))
@@ -301,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     # a bench started in the background has SIGINT ignored: SIGTERM stops it too, with the figures
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    jobs = [(k, args.seed * 1000 + i) for i in range(args.runs) for k in kinds]
+    jobs = [(k, args.seed * 1000 + i) for i in range(args.start, args.runs) for k in kinds]
     t0 = time.monotonic()
     results: list[RunResult] = []
     stopped = False

@@ -15,10 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from lwsflow.controller.analysis import expr
+from lwsflow.controller.analysis import expr, stats
 from lwsflow.controller.analysis.spec import Metric
 
 Phase = Literal["successful", "failed", "inconclusive"]
+# a number, or the counts a statistical compare mode tests (proportion: Counts, histogram: Buckets)
+Observation = float | stats.Counts | stats.Buckets | None
 
 
 @dataclass(frozen=True)
@@ -44,26 +46,72 @@ class Measurement:
                 "baseline": self.baseline, "detail": self.detail, "at": round(self.at, 3)}
 
 
-def judge(metric: Metric, value: float | None, baseline: float | None = None,
+def shown(metric: Metric, obs: Observation) -> float | None:
+    """The number a measurement shows: the ratio of counts, the histogram's quantile."""
+    if isinstance(obs, stats.Counts):
+        return obs.ratio
+    if isinstance(obs, stats.Buckets):
+        return obs.quantile(metric.compare.quantile if metric.compare else 0.95)
+    return obs
+
+
+def _statistical(metric: Metric, value: Observation, baseline: Observation) -> tuple[Phase | None, str]:
+    """The test of a proportion / histogram compare: (failed or inconclusive, why), or (None, the
+    figures) when it passes."""
+    assert metric.compare is not None
+    c = metric.compare
+    if value is None or baseline is None:
+        return "inconclusive", "no data" if value is None else "no data for the stable revision"
+    try:
+        if c.mode == "proportion":
+            if not (isinstance(value, stats.Counts) and isinstance(baseline, stats.Counts)):
+                raise TypeError(c.mode)
+            if value.total <= 0 or baseline.total <= 0:
+                return "inconclusive", "no requests in the window"
+            p = stats.proportion_p_value(value, baseline, c.tolerance)
+            detail = (f"{value.events:.4g}/{value.total:.4g} vs stable {baseline.events:.4g}/"
+                      f"{baseline.total:.4g}, p={p:.2g}")
+        else:
+            if not (isinstance(value, stats.Buckets) and isinstance(baseline, stats.Buckets)):
+                raise TypeError(c.mode)
+            test = stats.histogram_test(value, baseline, c.quantile, c.tolerance)
+            p, detail = test.p_value, test.detail()
+    except ValueError as exc:
+        return "inconclusive", str(exc)
+    except TypeError:
+        return "inconclusive", f"mode {c.mode} needs counts, the provider gave a number"
+    if p < c.alpha:
+        return "failed", f"worse than stable beyond tolerance at alpha={c.alpha:g} ({detail})"
+    return None, detail
+
+
+def judge(metric: Metric, value: Observation, baseline: Observation = None,
           error: str = "") -> tuple[Phase, str]:
     """The phase of one measurement and why."""
     if error:
         return "inconclusive", error
-    if value is None or math.isnan(value):
+    tested = ""
+    if metric.compare and metric.compare.statistical:
+        phase, tested = _statistical(metric, value, baseline)
+        if phase is not None:
+            return phase, tested
+    number, base = shown(metric, value), shown(metric, baseline)
+    if number is None or math.isnan(number):
         return "inconclusive", "no data"
     succ, fail = metric.conditions()
-    values = {"result": value, "baseline": baseline}
+    values = {"result": number, "baseline": base}
     try:
         if fail is not None and expr.evaluate(fail, values):
             return "failed", f"failureCondition {metric.failure_condition} holds"
         if succ is not None:
             if expr.evaluate(succ, values):
-                return "successful", ""
-            return "failed", "successCondition does not hold" if not metric.compare else (
-                f"worse than stable beyond tolerance ({metric.compare.condition()})")
+                return "successful", tested
+            bound = metric.compare.condition() if metric.compare else None
+            return "failed", (f"worse than stable beyond tolerance ({bound})" if bound
+                              else "successCondition does not hold")
     except expr.MissingValue as missing:
         return "inconclusive", f"no value for {missing}"
-    return "successful", ""
+    return "successful", tested
 
 
 def metric_phase(metric: Metric, measurements: Iterable[Measurement]) -> Phase | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import httpx
 
 from lwsflow.controller.analysis.spec import CommandProvider, HttpProvider, SmokeProvider, render
+from lwsflow.controller.analysis.stats import Buckets
 
 _TIMEOUT_S = 10.0
 
@@ -33,9 +34,8 @@ def _number(v: object, what: str) -> float:
         raise ProviderError(f"{what}: {str(v)[:80]!r} is not a number") from None
 
 
-def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> float | None:
-    """An instant query that must yield one number (a scalar or a one-series vector); None: no series
-    or NaN (e.g. a rate over a window without samples)."""
+def _query(address: str, query: str, timeout: float) -> tuple[object, object]:
+    """(resultType, result) of an instant query; ProviderError with the reason otherwise."""
     try:
         resp = httpx.get(f"{address.rstrip('/')}/api/v1/query", params={"query": query}, timeout=timeout)
     except httpx.HTTPError as exc:
@@ -47,7 +47,13 @@ def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> f
     if doc.get("status") != "success":
         raise ProviderError(f"prometheus: {doc.get('errorType', '')} {doc.get('error', '')}".strip()[:300])
     data = doc.get("data") or {}
-    rtype, result = data.get("resultType"), data.get("result")
+    return data.get("resultType"), data.get("result")
+
+
+def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> float | None:
+    """An instant query that must yield one number (a scalar or a one-series vector); None: no series
+    or NaN (e.g. a rate over a window without samples)."""
+    rtype, result = _query(address, query, timeout)
     if rtype == "scalar" and isinstance(result, list) and len(result) == 2:
         value = _number(result[1], "prometheus")
     elif rtype == "vector" and isinstance(result, list):
@@ -59,6 +65,30 @@ def prometheus_value(address: str, query: str, timeout: float = _TIMEOUT_S) -> f
     else:
         raise ProviderError(f"query returned a {rtype}; an instant vector or scalar is needed")
     return None if math.isnan(value) else value
+
+
+def prometheus_buckets(address: str, query: str, timeout: float = _TIMEOUT_S) -> Buckets | None:
+    """An instant query that yields one series per ``le`` (``sum by (le) (increase(x_bucket[...]))``);
+    None: no series, or no requests at all."""
+    rtype, result = _query(address, query, timeout)
+    if rtype != "vector" or not isinstance(result, list):
+        raise ProviderError(f"query returned a {rtype}; histogram mode needs a vector by le")
+    by_le: dict[float, float] = {}
+    for series in result:
+        le = (series.get("metric") or {}).get("le")
+        if le is None:
+            raise ProviderError("histogram mode needs one series per le: aggregate with sum by (le)")
+        le_s = _number(le, "le")
+        if le_s in by_le:
+            raise ProviderError(f"two series for le={le}: aggregate with sum by (le)")
+        count = _number(series["value"][1], "prometheus")
+        by_le[le_s] = 0.0 if math.isnan(count) else count
+    if not by_le:
+        return None
+    if math.inf not in by_le:
+        raise ProviderError("the histogram has no le=\"+Inf\" bucket")
+    buckets = Buckets.of(by_le)
+    return buckets if buckets.total > 0 else None
 
 
 def http_value(p: HttpProvider, args: dict[str, str]) -> float | None:

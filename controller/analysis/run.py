@@ -15,13 +15,16 @@ from lwsflow.controller.analysis.providers import (
     SmokeMeasure,
     command_value,
     http_value,
+    prometheus_buckets,
     prometheus_value,
 )
 from lwsflow.controller.analysis.spec import AnalysisSpec, Metric, check_args, promql_duration, render
+from lwsflow.controller.analysis.stats import Counts
 from lwsflow.controller.errors import InvalidInput
 
-# (metric, args) -> (value, baseline); raises ProviderError
-Measure = Callable[[Metric, dict[str, str]], tuple[float | None, float | None]]
+# (metric, args) -> (value, baseline): numbers, or for compare modes proportion / histogram the counts
+# (evaluate.Observation); raises ProviderError
+Measure = Callable[[Metric, dict[str, str]], tuple[ev.Observation, ev.Observation]]
 
 
 @dataclass
@@ -38,19 +41,19 @@ class AnalysisResult:
 def provider_measure(prometheus: str | None, smoke: SmokeMeasure | None = None) -> Measure:
     """The real providers; ``prometheus`` is the default address for prometheus metrics, ``smoke``
     runs the smoke test (wired by the caller; without it a smoke metric is inconclusive)."""
-    def measure(metric: Metric, args: dict[str, str]) -> tuple[float | None, float | None]:
+    def measure(metric: Metric, args: dict[str, str]) -> tuple[ev.Observation, ev.Observation]:
         p = metric.provider
         if p.prometheus:
             address = p.prometheus.address or prometheus
             if not address:
                 raise ProviderError("no Prometheus address (--prometheus or provider.prometheus.address)")
-            value = prometheus_value(address, render(p.prometheus.query, args))
-            baseline = None
+            value = _prometheus_observation(address, metric, args)
+            baseline: ev.Observation = None
             if metric.compare:
                 # blue-green: the stable revision runs in another LWS (``stable_lws``)
                 stable = dict(args, revision=args.get("stable_revision", ""),
                               lws=args.get("stable_lws") or args.get("lws", ""))
-                baseline = prometheus_value(address, render(p.prometheus.query, stable))
+                baseline = _prometheus_observation(address, metric, stable)
             return value, baseline
         if p.smoke:
             if smoke is None:
@@ -63,16 +66,43 @@ def provider_measure(prometheus: str | None, smoke: SmokeMeasure | None = None) 
     return measure
 
 
+def _prometheus_observation(address: str, metric: Metric, args: dict[str, str]) -> ev.Observation:
+    assert metric.provider.prometheus is not None
+    query = render(metric.provider.prometheus.query, args)
+    mode = metric.compare.mode if metric.compare else ""
+    if mode == "histogram":
+        return prometheus_buckets(address, query)
+    if mode == "proportion":
+        assert metric.compare is not None
+        events = prometheus_value(address, query)
+        total = prometheus_value(address, render(metric.compare.total, args))
+        return None if events is None or total is None else Counts(events, total)
+    return prometheus_value(address, query)
+
+
 def check_inputs(spec: AnalysisSpec, args: dict[str, str]) -> None:
     """Every argument the spec uses has a safe value; compare needs the stable revision."""
     check_args(args)
     for m in spec.metrics:
-        full = dict(args, window=args.get("window") or promql_duration(spec.window or m.interval))
-        for text in m.provider.templates():
+        full = _args(spec, m, args, 0.0)
+        for text in m.templates():
             render(text, full)
         if m.compare and not args.get("stable_revision"):
             raise InvalidInput(f"metric {m.name} compares with the stable revision; give --stable-revision",
                                field="stable_revision")
+
+
+def _args(spec: AnalysisSpec, metric: Metric, args: dict[str, str], since_start: float) -> dict[str, str]:
+    """``{{window}}`` (given, or the spec's, or the metric's interval) and ``{{elapsed}}``: one window
+    plus the time since the analysis began, the range over which evidence accumulates."""
+    window_s = spec.window or metric.interval
+    window = args.get("window") or promql_duration(window_s)
+    return dict(args, window=window, elapsed=promql_duration(_range_s(window, window_s) + since_start))
+
+
+def _range_s(text: str, default: float) -> float:
+    """Seconds of a PromQL range this module wrote (``1234ms``); else ``default``."""
+    return int(text[:-2]) / 1000 if text.endswith("ms") and text[:-2].isdigit() else default
 
 
 def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
@@ -91,13 +121,16 @@ def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
         wait = t0 + due - clock()
         if wait > 0:
             sleep(wait)
-        margs = dict(args, window=args.get("window") or promql_duration(spec.window or metric.interval))
+        margs = _args(spec, metric, args, clock() - t0)
+        value: ev.Observation = None
+        baseline: ev.Observation = None
         try:
             value, baseline = measure(metric, margs)
             phase, detail = ev.judge(metric, value, baseline)
         except ProviderError as exc:
-            value, baseline, (phase, detail) = None, None, ("inconclusive", str(exc))
-        m = ev.Measurement(metric.name, i + 1, phase, value, baseline, detail, clock() - t0)
+            phase, detail = "inconclusive", str(exc)
+        m = ev.Measurement(metric.name, i + 1, phase, ev.shown(metric, value), ev.shown(metric, baseline),
+                           detail, clock() - t0)
         result.measurements.append(m)
         if on_measurement:
             on_measurement(m)

@@ -29,7 +29,7 @@ from lwsflow.controller.analysis import expr
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import InvalidInput
 
-ARGS = ("revision", "stable_revision", "namespace", "lws", "stable_lws", "role", "window")
+ARGS = ("revision", "stable_revision", "namespace", "lws", "stable_lws", "role", "window", "elapsed")
 _ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # argument values end up inside PromQL label matchers and URLs: keep them to label-value-safe characters
 ARG_VALUE = re.compile(r"^[A-Za-z0-9._-]*$")
@@ -108,14 +108,48 @@ class Provider(_Model):
 
 
 class Compare(_Model):
-    """New revision against stable over the same window: pass while the new value is no worse than the
-    stable one by more than ``tolerance`` (percent of it for ``relative``, points for ``absolute``)."""
+    """New revision against stable over the same window.
 
-    mode: Literal["relative", "absolute"] = "relative"
+    ``relative`` / ``absolute``: pass while the new value is no worse than the stable one by more than
+    ``tolerance`` (percent of it, or points). ``proportion`` (rare-event ratios): the query counts the
+    events and ``total`` the requests; fail when a one-sided test at ``alpha`` shows the new ratio above
+    the stable's plus ``tolerance`` points. ``histogram`` (latency quantiles): the query gives bucket
+    counts ``by (le)``; fail when a one-sided test at ``alpha`` shows more of the new revision's requests
+    above a bucket boundary than the stable's above the boundary divided by ``1 + tolerance/100``
+    (``stats.py``)."""
+
+    mode: Literal["relative", "absolute", "proportion", "histogram"] = "relative"
     tolerance: float = Field(ge=0)
     better: Literal["lower", "higher"] = "lower"  # latency and error ratios: lower is better
+    alpha: float = Field(0.01, gt=0, lt=0.5)  # proportion / histogram: false-positive rate per measurement
+    quantile: float = Field(0.95, gt=0, lt=1)  # histogram: the quantile the tolerance is about
+    total: str = ""  # proportion: the query for the requests the events are among
 
-    def condition(self) -> str:
+    @model_validator(mode="after")
+    def _mode_fields(self) -> Compare:
+        fields = self.model_fields_set
+        if self.mode == "proportion" and not self.total:
+            raise ValueError("mode proportion needs total (the query counting the requests)")
+        if self.mode != "proportion" and self.total:
+            raise ValueError("total is only for mode proportion")
+        if self.mode != "histogram" and "quantile" in fields:
+            raise ValueError("quantile is only for mode histogram")
+        if not self.statistical and "alpha" in fields:
+            raise ValueError("alpha is only for modes proportion and histogram")
+        if self.statistical and self.better != "lower":
+            raise ValueError(f"mode {self.mode} compares where lower is better; better must be lower")
+        if self.mode == "proportion" and self.tolerance >= 1:
+            raise ValueError("tolerance of mode proportion is in points of a ratio (0.005 = 0.5 points)")
+        return self
+
+    @property
+    def statistical(self) -> bool:
+        return self.mode in ("proportion", "histogram")
+
+    def condition(self) -> str | None:
+        """The bound as a condition (relative/absolute); None for the statistical modes."""
+        if self.statistical:
+            return None
         t = self.tolerance
         if self.better == "lower":
             bound = f"baseline * {1 + t / 100!r}" if self.mode == "relative" else f"baseline + {t!r}"
@@ -163,17 +197,23 @@ class Metric(_Model):
             raise ValueError("a condition reads 'baseline' but no compare block measures the stable revision")
         if self.compare and self.provider.kind != "prometheus":
             raise ValueError("compare needs the prometheus provider (one query per revision)")
-        for text in self.provider.templates():
+        for text in self.templates():
             for arg in _ARG_RE.findall(text):
                 if arg not in ARGS:
                     raise ValueError(f"unknown argument {{{{{arg}}}}} (known: {', '.join(ARGS)})")
         return self
 
+    def templates(self) -> list[str]:
+        """Every text with ``{{args}}``: the provider's, and compare's ``total`` query."""
+        total = [self.compare.total] if self.compare and self.compare.total else []
+        return self.provider.templates() + total
+
     def conditions(self) -> tuple[ast.Expression | None, ast.Expression | None]:
         """(success, failure) parsed; compare adds its bound to the success condition."""
         succ = self.success_condition
-        if self.compare:
-            succ = f"({succ}) and ({self.compare.condition()})" if succ else self.compare.condition()
+        bound = self.compare.condition() if self.compare else None
+        if bound:
+            succ = f"({succ}) and ({bound})" if succ else bound
         return (expr.parse(succ) if succ else None,
                 expr.parse(self.failure_condition) if self.failure_condition else None)
 

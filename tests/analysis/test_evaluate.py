@@ -3,6 +3,7 @@ measuring loop with an injected clock (no waiting)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from lwsflow.controller.analysis import evaluate as ev
 from lwsflow.controller.analysis.providers import ProviderError
 from lwsflow.controller.analysis.run import run_analysis
 from lwsflow.controller.analysis.spec import AnalysisSpec, Metric, validate_spec
+from lwsflow.controller.analysis.stats import Buckets, Counts
 from lwsflow.controller.analysis.templates import TEMPLATES
 from lwsflow.controller.errors import InvalidInput
 
@@ -48,6 +50,34 @@ def test_judge(kw: dict[str, Any], value: float | None, baseline: float | None, 
     assert ev.judge(metric(**kw), value, baseline)[0] == want
 
 
+PROPORTION = {"compare": {"mode": "proportion", "total": Q, "tolerance": 0.005}}
+HISTOGRAM = {"compare": {"mode": "histogram", "tolerance": 10}}
+STABLE_H = Buckets.of({0.04: 25.0, 0.06: 95.0, 0.08: 100.0, math.inf: 100.0})
+
+
+@pytest.mark.parametrize(("kw", "value", "baseline", "want", "shown"), [
+    # 15 of 300 errors against none: failed; 2 of 300 (inside 0.5 points): successful
+    (PROPORTION, Counts(15, 300), Counts(0, 300), "failed", 0.05),
+    (PROPORTION, Counts(2, 300), Counts(0, 300), "successful", 2 / 300),
+    (PROPORTION, Counts(0, 0), Counts(0, 300), "inconclusive", None),
+    (PROPORTION, None, Counts(0, 300), "inconclusive", None),
+    (PROPORTION, Counts(1, 300), None, "inconclusive", 1 / 300),
+    (PROPORTION, 0.5, 0.1, "inconclusive", 0.5),  # a number where counts are needed
+    (HISTOGRAM, Buckets.of({0.04: 0.0, 0.06: 40.0, 0.08: 90.0, math.inf: 100.0}), STABLE_H, "failed", None),
+    (HISTOGRAM, STABLE_H, STABLE_H, "successful", 0.06),
+    (HISTOGRAM, None, STABLE_H, "inconclusive", None),
+])
+def test_judge_statistical_modes(kw: dict[str, Any], value: Any, baseline: Any, want: str,
+                                 shown: float | None) -> None:
+    m = metric(**kw)
+    phase, detail = ev.judge(m, value, baseline)
+    assert phase == want, detail
+    if shown is not None:
+        assert ev.shown(m, value) == pytest.approx(shown)
+    if want == "failed":
+        assert "alpha=0.01" in detail and "p=" in detail
+
+
 def test_provider_error_is_inconclusive() -> None:
     got = ev.judge(metric(successCondition="result < 1"), 0.1, error="timeout")
     assert got == ("inconclusive", "timeout")
@@ -75,6 +105,29 @@ def test_provider_error_is_inconclusive() -> None:
                    "successCondition": "result<1"}]}, "metrics.0.provider.smoke", "figure needs check"),
     ({"metrics": [{"name": "m", "provider": {"smoke": {}}, "compare": {"tolerance": 1}}]}, "metrics.0",
      "compare needs the prometheus"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "proportion", "tolerance": 0}}]}, "metrics.0.compare", "needs total"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "relative", "tolerance": 0, "total": Q}}]}, "metrics.0.compare",
+     "total is only for mode proportion"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "absolute", "tolerance": 0, "alpha": 0.05}}]}, "metrics.0.compare",
+     "alpha is only for modes proportion and histogram"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "proportion", "total": Q, "tolerance": 0, "quantile": 0.9}}]},
+     "metrics.0.compare", "quantile is only for mode histogram"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "histogram", "tolerance": 10, "better": "higher"}}]},
+     "metrics.0.compare", "better must be lower"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "proportion", "total": Q, "tolerance": 5}}]},
+     "metrics.0.compare", "points of a ratio"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "histogram", "tolerance": 10, "alpha": 0.7}}]},
+     "metrics.0.compare.alpha", "less than 0.5"),
+    ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
+                   "compare": {"mode": "proportion", "total": "y[{{since}}]", "tolerance": 0}}]},
+     "metrics.0", "unknown argument {{since}}"),
 ])
 def test_bad_specs_name_the_field(doc: dict[str, Any], field: str, msg: str) -> None:
     with pytest.raises(InvalidInput) as err:
@@ -121,6 +174,8 @@ def test_good_release_passes_after_count_measurements_on_schedule() -> None:
     assert res.phase == "successful" and len(res.measurements) == 4
     assert [m.at for m in res.measurements] == [0.0, 10.0, 20.0, 30.0] and elapsed == 30.0
     assert seen[0]["window"] == "10000ms"
+    # {{elapsed}}: one window before the analysis began up to now, so evidence accumulates
+    assert [a["elapsed"] for a in seen] == ["10000ms", "20000ms", "30000ms", "40000ms"]
 
 
 def test_slower_release_fails_at_the_first_failure_beyond_the_limit() -> None:
@@ -156,3 +211,7 @@ def test_builtin_templates_are_valid_and_use_the_reference_names(name: str) -> N
     assert {"ttft-p95", "itl-p95", "error-ratio", "queue-length"} <= set(queries)
     assert ("kv-transfer-failures" in queries) is name.endswith("-pd")
     assert all(m.compare for m in spec.metrics)
+    modes = {m.name: m.compare.mode for m in spec.metrics if m.compare}
+    assert modes["ttft-p95"] == modes["itl-p95"] == "histogram"
+    assert modes["error-ratio"] == modes.get("kv-transfer-failures", "proportion") == "proportion"
+    assert "sum by (le) (increase(" in queries["ttft-p95"] and "[{{elapsed}}]" in queries["ttft-p95"]

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from lwsflow.components.prometheus import Prometheus, serving_targets, start_prometheus
-from lwsflow.controller.analysis.providers import prometheus_value
+from lwsflow.controller.analysis.providers import ProviderError, prometheus_buckets, prometheus_value
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import render, validate_spec
+from lwsflow.controller.analysis.templates import TEMPLATES
 from lwsflow.controller.api import labels as L
 from lwsflow.pipelines.cli import main
 from lwsflow.sim.engine import EngineHandle, start_engine
@@ -26,6 +27,17 @@ HIST = ('histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_sec
 SPEC_METRIC = {"name": "ttft-p95", "interval": "0.3s", "count": 2,
                "provider": {"prometheus": {"query": HIST}}, "compare": {"mode": "relative", "tolerance": 10}}
 ARGS = {"namespace": "ns1", "lws": "llama", "revision": "new", "stable_revision": "old"}
+SEL = 'namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"'
+FAILED = f'sum(increase(vllm:request_success_total{{{SEL},finished_reason="error"}}[{{{{elapsed}}}}]))'
+# the statistical modes (stats.py) over everything Prometheus holds: a 60 s window
+TESTED = {"window": "60s", "metrics": [
+    {"name": "ttft-p95", "interval": "0.3s", "count": 2, "compare": {"mode": "histogram", "tolerance": 10},
+     "provider": {"prometheus": {"query": "sum by (le) (increase(vllm:time_to_first_token_seconds_bucket"
+                                          f"{{{SEL}}}[{{{{elapsed}}}}]))"}}},
+    {"name": "error-ratio", "interval": "0.3s", "count": 2,
+     "compare": {"mode": "proportion", "tolerance": 0.005,
+                 "total": f"sum(increase(vllm:request_success_total{{{SEL}}}[{{{{elapsed}}}}]))"},
+     "provider": {"prometheus": {"query": FAILED}}}]}
 
 
 def _pod(name: str, ip: str, port: int, rev: str, group: str = "0", worker: str = "0",
@@ -70,18 +82,31 @@ def _wait(pred: object, timeout: float = 20.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+def _flaky_traffic(eng: EngineHandle, n: int) -> int:
+    """``n`` non-streamed requests; the number that failed."""
+    with httpx.Client(base_url=eng.url, timeout=10) as c:
+        return sum(c.post("/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 2}).status_code
+                   != 200 for _ in range(n))
+
+
 @pytest.fixture(scope="module")
 def scraped() -> Iterator[Prometheus]:
-    """Prometheus scraping two revisions: stable TTFT 45 ms, new 63 ms (40% slower). Both answer
-    every request, so readiness and a smoke test pass them alike."""
+    """Prometheus scraping three revisions: stable TTFT 45 ms, new 63 ms (40% slower), and flaky (as
+    fast as stable, a third of its requests answer 500). The first two answer every request, so
+    readiness and a smoke test pass them alike."""
     with start_prometheus(scrape_interval_s=SCRAPE_S) as prom, \
-            start_engine(model="m", ttft_s=0.045) as old, start_engine(model="m", ttft_s=0.063) as new:
+            start_engine(model="m", ttft_s=0.045) as old, start_engine(model="m", ttft_s=0.063) as new, \
+            start_engine(model="m", ttft_s=0.045, error_ratio=0.33, seed=3) as flaky:
         prom.sync_from_pods([_pod("llama-0", "127.0.0.1", old.port, "old"),
-                             _pod("llama-1", "127.0.0.1", new.port, "new", group="1")])
-        _wait(lambda: prometheus_value(prom.url, 'count(up{lws="llama"} == 1)') == 2)
+                             _pod("llama-1", "127.0.0.1", new.port, "new", group="1"),
+                             _pod("llama-2", "127.0.0.1", flaky.port, "flaky", group="2")])
+        _wait(lambda: prometheus_value(prom.url, 'count(up{lws="llama"} == 1)') == 3)
         _traffic(old, 20)
         _traffic(new, 20)
-        _wait(lambda: (prometheus_value(prom.url, render(HIST, ARGS)) or 0) > 0)
+        assert _flaky_traffic(flaky, 40) >= 6
+        flaky_args = dict(ARGS, revision="flaky", elapsed="60s")
+        _wait(lambda: (prometheus_value(prom.url, render(HIST, ARGS)) or 0) > 0
+              and (prometheus_value(prom.url, render(FAILED, flaky_args)) or 0) > 0)
         yield prom
 
 
@@ -114,3 +139,57 @@ def test_cli_prints_measurements_and_exits_by_verdict(scraped: Prometheus, tmp_p
     assert main([*base, "--stable-revision", "new"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and out[-1] == "analysis successful: ttft-p95=successful"
+
+
+@pytest.mark.parametrize(("revision", "stable", "want", "failed_by"), [
+    ("new", "old", "failed", "ttft-p95"),  # 40% slower
+    ("flaky", "old", "failed", "error-ratio"),  # a third of its requests fail
+    ("old", "old", "successful", ""),
+    ("new", "new", "successful", ""),
+])
+def test_statistical_modes_against_the_real_prometheus(scraped: Prometheus, revision: str, stable: str,
+                                                       want: str, failed_by: str) -> None:
+    """compare.mode histogram reads the bucket counts by le of both revisions and proportion the
+    events and totals (increase over {{elapsed}}); the slower and the flaky revision fail with the
+    test's p-value in the detail, a revision against itself passes."""
+    res = run_analysis(validate_spec(TESTED), dict(ARGS, revision=revision, stable_revision=stable),
+                       provider_measure(scraped.url))
+    assert res.phase == want, res.as_dict()
+    if failed_by:
+        assert res.metrics[failed_by] == "failed"
+        failing = [m for m in res.measurements if m.phase == "failed"]
+        assert all("p=" in m.detail for m in failing), failing
+    else:
+        assert all(m.phase == "successful" for m in res.measurements), res.as_dict()
+        hist = next(m for m in res.measurements if m.metric == "ttft-p95")
+        # the same revision, queried twice a moment apart
+        assert hist.value == pytest.approx(hist.baseline, rel=0.1) and "share above" in hist.detail
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_builtin_template_queries_run_on_the_real_prometheus(scraped: Prometheus, name: str) -> None:
+    """Every query of the built-in templates (and compare's total) is PromQL this Prometheus accepts."""
+    spec = validate_spec(TEMPLATES[name]())
+    args = dict(ARGS, elapsed="60s", window="60s")
+    for m in spec.metrics:
+        for text in m.templates():
+            try:
+                if m.compare and m.compare.mode == "histogram":
+                    prometheus_buckets(scraped.url, render(text, args))
+                else:
+                    prometheus_value(scraped.url, render(text, args))
+            except ProviderError as exc:
+                raise AssertionError(f"{name} {m.name}: {text}: {exc}") from None
+
+
+@pytest.mark.parametrize(("revision", "want"),
+                         [("new", "failed"), ("flaky", "failed"), ("old", "successful")])
+def test_builtin_vllm_template_judges_the_revisions(scraped: Prometheus, revision: str, want: str) -> None:
+    """The built-in vllm template, measured twice over everything scraped: the 40% slower and the flaky
+    revision fail against the stable one, the stable one against itself passes."""
+    doc = TEMPLATES["vllm"]()
+    for m in doc["metrics"]:
+        m.update(interval="0.3s", count=2, failureLimit=1)
+    doc["window"] = "60s"
+    res = run_analysis(validate_spec(doc), dict(ARGS, revision=revision), provider_measure(scraped.url))
+    assert res.phase == want, res.as_dict()
