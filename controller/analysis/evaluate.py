@@ -71,15 +71,21 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation) -> t
             p = stats.proportion_p_value(value, baseline, c.tolerance)
             detail = (f"{value.events:.4g}/{value.total:.4g} vs stable {baseline.events:.4g}/"
                       f"{baseline.total:.4g}, p={p:.2g}")
+            requests = min(value.total, baseline.total)
         else:
             if not (isinstance(value, stats.Buckets) and isinstance(baseline, stats.Buckets)):
                 raise TypeError(c.mode)
             test = stats.histogram_test(value, baseline, c.quantile, c.tolerance)
             p, detail = test.p_value, test.detail()
+            requests = min(value.samples, baseline.samples)
     except ValueError as exc:
         return "inconclusive", str(exc)
     except TypeError:
         return "inconclusive", f"mode {c.mode} needs counts, the provider gave a number"
+    if p < c.alpha and requests < stats.MIN_REQUESTS:
+        # too little evidence to fail: one stalled burst is a large share of a few requests
+        return "inconclusive", (f"too few requests to judge ({requests:.4g} < {stats.MIN_REQUESTS:g}; "
+                                f"{detail})")
     if p < c.alpha:
         return "failed", f"worse than stable beyond tolerance at alpha={c.alpha:g} ({detail})"
     return None, detail

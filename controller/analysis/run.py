@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lwsflow.controller.analysis import evaluate as ev
 from lwsflow.controller.analysis.providers import (
@@ -71,7 +71,13 @@ def _prometheus_observation(address: str, metric: Metric, args: dict[str, str]) 
     query = render(metric.provider.prometheus.query, args)
     mode = metric.compare.mode if metric.compare else ""
     if mode == "histogram":
-        return prometheus_buckets(address, query)
+        assert metric.compare is not None
+        buckets = prometheus_buckets(address, query)
+        if buckets is None or not metric.compare.requests:
+            return buckets
+        # per-token observations: the requests they come from are the samples (stats.Buckets.samples)
+        requests = prometheus_value(address, render(metric.compare.requests, args))
+        return None if requests is None else replace(buckets, requests=requests)
     if mode == "proportion":
         assert metric.compare is not None
         events = prometheus_value(address, query)

@@ -116,7 +116,8 @@ class Compare(_Model):
     the stable's plus ``tolerance`` points. ``histogram`` (latency quantiles): the query gives bucket
     counts ``by (le)``; fail when a one-sided test at ``alpha`` shows more of the new revision's requests
     above a bucket boundary than the stable's above the boundary divided by ``1 + tolerance/100``
-    (``stats.py``)."""
+    (``stats.py``); for a histogram observed per token (ITL), ``requests`` is the query counting the
+    requests the observations come from, so the test counts requests, not tokens, as samples."""
 
     mode: Literal["relative", "absolute", "proportion", "histogram"] = "relative"
     tolerance: float = Field(ge=0)
@@ -124,6 +125,7 @@ class Compare(_Model):
     alpha: float = Field(0.01, gt=0, lt=0.5)  # proportion / histogram: false-positive rate per measurement
     quantile: float = Field(0.95, gt=0, lt=1)  # histogram: the quantile the tolerance is about
     total: str = ""  # proportion: the query for the requests the events are among
+    requests: str = ""  # histogram: the query for the requests behind per-token observations
 
     @model_validator(mode="after")
     def _mode_fields(self) -> Compare:
@@ -132,6 +134,8 @@ class Compare(_Model):
             raise ValueError("mode proportion needs total (the query counting the requests)")
         if self.mode != "proportion" and self.total:
             raise ValueError("total is only for mode proportion")
+        if self.mode != "histogram" and self.requests:
+            raise ValueError("requests is only for mode histogram")
         if self.mode != "histogram" and "quantile" in fields:
             raise ValueError("quantile is only for mode histogram")
         if not self.statistical and "alpha" in fields:
@@ -204,9 +208,9 @@ class Metric(_Model):
         return self
 
     def templates(self) -> list[str]:
-        """Every text with ``{{args}}``: the provider's, and compare's ``total`` query."""
-        total = [self.compare.total] if self.compare and self.compare.total else []
-        return self.provider.templates() + total
+        """Every text with ``{{args}}``: the provider's, and compare's ``total`` / ``requests`` query."""
+        extra = [q for q in (self.compare.total, self.compare.requests) if q] if self.compare else []
+        return self.provider.templates() + extra
 
     def conditions(self) -> tuple[ast.Expression | None, ast.Expression | None]:
         """(success, failure) parsed; compare adds its bound to the success condition."""

@@ -37,7 +37,10 @@ def _spec(ttft: str, itl: str, errors: str, total: str, queue: str,
     # p95s: shares of requests above a bucket boundary, tested (stats.py), not interpolated quantiles
     metrics = [
         _metric("ttft-p95", _buckets(ttft), {"mode": "histogram", "quantile": 0.95, "tolerance": 10}),
-        _metric("itl-p95", _buckets(itl), {"mode": "histogram", "quantile": 0.95, "tolerance": 10}),
+        # ITL is observed per token and a request's tokens share its latency: the requests (those
+        # with a first token) are the samples
+        _metric("itl-p95", _buckets(itl), {"mode": "histogram", "quantile": 0.95, "tolerance": 10,
+                                           "requests": _count(f"{ttft}_count")}),
         _metric("error-ratio", errors, {"mode": "proportion", "total": total, "tolerance": 0.005}),
         _metric("queue-length", f"max({queue}{{{SEL}}})", {"mode": "absolute", "tolerance": 4}),
     ]

@@ -4,6 +4,7 @@ measuring loop with an injected clock (no waiting)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -215,3 +216,39 @@ def test_builtin_templates_are_valid_and_use_the_reference_names(name: str) -> N
     assert modes["ttft-p95"] == modes["itl-p95"] == "histogram"
     assert modes["error-ratio"] == modes.get("kv-transfer-failures", "proportion") == "proportion"
     assert "sum by (le) (increase(" in queries["ttft-p95"] and "[{{elapsed}}]" in queries["ttft-p95"]
+
+
+@pytest.mark.parametrize(("scale", "want"), [(0.2, "inconclusive"), (0.25, "inconclusive"), (1.0, "failed")])
+def test_too_few_requests_cannot_fail(scale: float, want: str) -> None:
+    """Minimum evidence (issue 17): the same shares that fail at 100 requests are inconclusive at 20
+    or 25 (below stats.MIN_REQUESTS = 30), though their p-values are below alpha: one stalled burst is
+    a large share of a few requests. Proportions alike: half of them errors against none."""
+    def hist(counts: dict[float, float]) -> Buckets:
+        return Buckets.of({le: c * scale for le, c in counts.items()})
+    slower = hist({0.04: 0.0, 0.06: 0.0, 0.08: 90.0, math.inf: 100.0})
+    stable = hist({0.04: 25.0, 0.06: 95.0, 0.08: 100.0, math.inf: 100.0})
+    phase, detail = ev.judge(metric(**HISTOGRAM), slower, stable)
+    assert phase == want, detail
+    if want == "inconclusive":
+        assert "too few requests" in detail and "p=" in detail
+    errors = ev.judge(metric(**PROPORTION), Counts(50 * scale, 100 * scale), Counts(0, 100 * scale))
+    assert errors[0] == want, errors
+
+
+def test_per_token_histogram_samples_are_its_requests() -> None:
+    """ITL: 100 tokens from 20 requests are 20 samples, too few to show the shift; from 100 they do."""
+    slower = Buckets.of({0.04: 0.0, 0.06: 40.0, 0.08: 90.0, math.inf: 100.0})
+    m = metric(compare={"mode": "histogram", "tolerance": 10, "requests": Q})
+    assert ev.judge(m, replace(slower, requests=20.0), replace(STABLE_H, requests=20.0))[0] == "successful"
+    assert ev.judge(m, replace(slower, requests=100.0), replace(STABLE_H, requests=100.0))[0] == "failed"
+    with pytest.raises(InvalidInput, match="requests is only for mode histogram"):
+        metric(compare={"mode": "relative", "tolerance": 10, "requests": Q})
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_builtin_itl_counts_requests(name: str) -> None:
+    itl = next(m for m in validate_spec(TEMPLATES[name]()).metrics if m.name == "itl-p95")
+    assert itl.compare is not None
+    engine = name.split("-")[0]
+    assert f"{engine}:time_to_first_token_seconds_count" in itl.compare.requests
+    assert "[{{elapsed}}]" in itl.compare.requests
