@@ -17,7 +17,7 @@ own process, serve the profiles on loopback under seeded OpenAI traffic (``compo
 runs prefill→decode hand-offs, up to 8 at once). Their targets carry the revision labels the templates
 select on; the hook's wait for two scrapes of every new target (``Prometheus.wait_for_targets``) comes
 first, then ``run_analysis`` with the built-in ``vllm`` / ``vllm-pd`` template at a shorter timescale
-(window 10 s, a measurement every 2 s, 13 of them, failureLimit 1, inconclusiveLimit 1; counts over
+(window 10 s, a measurement every 2 s, 19 of them, failureLimit 1, inconclusiveLimit 1; counts over
 ``[{{elapsed}}]``, so the evidence accumulates over the analysis). What it does
 not cover: the embedded cluster's rollout around it (gate, partition, rollback; ``tests/analysis``
 runs those end to end); a full rollout per run would take ~45 s, 250 of them too long for a 2-core machine.
@@ -69,10 +69,11 @@ CANDIDATE: dict[str, dict[str, float]] = {
 }
 RATE = 10.0  # requests per second per revision
 # the templates' 30 s / 30 s / 4 at a shorter timescale: 10 s windows, a measurement every 2 s; the
-# counts accumulate from one window before the analysis ({{elapsed}}), and 13 measurements give ~30 s
-# of traffic (with the hook's wait), ~300 requests per revision: a 5% fault's ~15 events, which the
-# one-sided test at alpha 0.01 sees with near certainty (tests/analysis/test_stats.py)
-WINDOW_S, INTERVAL_S, COUNT = 10, 2, 13
+# counts accumulate from one window before the analysis ({{elapsed}}). failureLimit 1 needs two failed
+# measurements, the second one interval after the evidence first suffices: 13 measurements (~300
+# requests per revision at the last) let ~3.5% of 5% faults through (errors seed 47), 19 (~420) ~0.2%
+# (tests/analysis/test_stats.py::test_error_analysis_power_by_length)
+WINDOW_S, INTERVAL_S, COUNT = 10, 2, 19
 MODEL = "m"
 _PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
             "remote_block_ids": None, "remote_host": None, "remote_port": None}
