@@ -51,6 +51,7 @@ from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
 from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
 from lwsflow.controller.rollout.compat import CompatProbe
 from lwsflow.controller.rollout.ds import DsKind
+from lwsflow.controller.rollout.hooks import Hook, HookContext
 from lwsflow.controller.rollout.outcome import Outcome
 from lwsflow.controller.rollout.pd import find_pair
 
@@ -225,16 +226,8 @@ class Controller:
     def _start_blue_green(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                           st: BlueGreenState, retry: bool) -> None:
         ns, pair = policy["metadata"]["namespace"], spec.targetRef.name
-        analysis = None
-        if spec.analysis is not None and self.analysis is not None:
-            rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now,
-                                   rollout_id=bg.rollout_id(self.kube, ns, pair))
-            analysis = recorded_hook(self.analysis, rec)
-
-        def on_check(detail: str, ok: bool) -> None:
-            self.metrics.checks.labels(result="passed" if ok else "failed").inc()
-
-        opts = options(spec, retry=retry, smoke=self.smoke, on_check=on_check, analysis=analysis)
+        analysis = self._analysis_hook(policy, spec, rollout_id=bg.rollout_id(self.kube, ns, pair))
+        opts = options(spec, retry=retry, smoke=self.smoke, on_check=self._count_check, analysis=analysis)
         rollout = BlueGreenRollout(self.kube, ns, pair, opts, self.clock,
                                    weights=[s.weight or 0 for s in spec.stages],
                                    manifests=bg.green_manifests(objs, st), fold_back=True,
@@ -293,15 +286,10 @@ class Controller:
     def _start_worker(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                       retry: bool) -> None:
         ns = policy["metadata"]["namespace"]
-        analysis = None
-        if spec.analysis is not None and self.analysis is not None:
-            rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now)
-            analysis = recorded_hook(self.analysis, rec)
+        analysis = self._analysis_hook(policy, spec)
+
         def on_gate(stage: int, waited: float) -> None:
             self.metrics.gate_wait.labels(gate="manual").observe(waited)
-
-        def on_check(detail: str, ok: bool) -> None:
-            self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
         def notify(text: str) -> None:
             if self.notifier is not None:
@@ -309,11 +297,24 @@ class Controller:
                                    f"[lwsflow {policy['metadata']['name']}] {text}")
 
         driver = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
-                        on_gate=on_gate, on_check=on_check, analysis=analysis, pd_probe=self.pd_probe,
+                        on_gate=on_gate, on_check=self._count_check, analysis=analysis,
+                        pd_probe=self.pd_probe,
                         on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
                         generation=int(policy["metadata"].get("generation", 0)),
                         probed=(policy.get("status") or {}).get("pdProbe"))
         self._spawn(key, objs, driver.run)
+
+    def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
+                       rollout_id: Callable[[HookContext], str] | None = None) -> Hook | None:
+        """The policy's analysis as a stage hook recording into its status (None: no analysis)."""
+        if spec.analysis is None or self.analysis is None:
+            return None
+        rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now,
+                               rollout_id=rollout_id)
+        return recorded_hook(self.analysis, rec)
+
+    def _count_check(self, detail: str, ok: bool) -> None:
+        self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
     def _spawn(self, key: str, objs: list[Obj], run: Callable[[], Outcome | None]) -> None:
         """Run one rollout on its own thread, its outcome counted and logged."""
