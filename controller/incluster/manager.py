@@ -184,11 +184,8 @@ class Controller:
         if worker is None or not worker.thread.is_alive():
             self.workers.pop(key, None)
             adopted = False
-            for obj in objs:  # first sight: what runs everywhere is the stable revision
-                rs = state.RolloutState.from_object(obj)
-                if not pstatus.stable_hash(rs) and not rs.id and not st.active and \
-                        self._fully_rolled(spec, obj):
-                    self._adopt(spec, obj)
+            for obj in objs:
+                if not st.active and self._adopt_first_sight(spec, obj, state.RolloutState.from_object(obj)):
                     adopted = True
             if adopted:
                 objs = self._targets(ns, spec)
@@ -256,10 +253,8 @@ class Controller:
             if cur == stable:
                 continue
             if not stable and not st.id:
-                if self._fully_rolled(spec, obj):
-                    self._adopt(spec, obj)  # first sight: what runs everywhere is the stable revision
-                    continue
-                drive = False
+                if not self._adopt_first_sight(spec, obj, st):
+                    drive = False
                 continue
             if st.id and st.manifest_hash == cur:  # this template's rollout already ended
                 asked = (policy["metadata"].get("annotations") or {}).get(gates.RETRY)
@@ -274,6 +269,14 @@ class Controller:
             ns = str(obj["metadata"].get("namespace") or "")
             return gate.ds_gate(obj, DsKind(self.kube, ns).children(obj)).passed
         return gate.lws_fully_rolled(obj).passed
+
+    def _adopt_first_sight(self, spec: RolloutPolicySpec, obj: Obj, st: state.RolloutState) -> bool:
+        """First sight of a target (no stable template, no rollout) fully rolled: what runs everywhere is
+        the stable revision, adopted as such. Whether it was adopted."""
+        if pstatus.stable_hash(st) or st.id or not self._fully_rolled(spec, obj):
+            return False
+        self._adopt(spec, obj)
+        return True
 
     def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:
         meta = obj["metadata"]
