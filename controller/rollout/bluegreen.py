@@ -28,7 +28,6 @@ persisted state (a stage's checks run again; a stage's weights are never written
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -37,13 +36,13 @@ from collections.abc import Callable
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
+from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import capacity, gate, state
-from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen
+from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen, delete_if_present, exists
 from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
@@ -529,15 +528,10 @@ class BlueGreenRollout:
         return self.kube.get(res, self.ns, name)
 
     def _exists(self, res: Resource, name: str) -> bool:
-        try:
-            self._get(res, name)
-        except NotFound:
-            return False
-        return True
+        return exists(self.kube, res, self.ns, name)
 
     def _delete(self, res: Resource, name: str) -> None:
-        with contextlib.suppress(NotFound):  # a rerun after a crash finds it gone
-            self.kube.delete(res, self.ns, name)
+        delete_if_present(self.kube, res, self.ns, name)
 
     def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.emit(self.route, reason, message, warning=warning)

@@ -100,20 +100,28 @@ class BlueGreenKind(Protocol):
         ...
 
 
+def exists(kube: Kube, res: Resource, namespace: str, name: str) -> bool:
+    try:
+        kube.get(res, namespace, name)
+    except NotFound:
+        return False
+    return True
+
+
+def delete_if_present(kube: Kube, res: Resource, namespace: str, name: str) -> None:
+    with contextlib.suppress(NotFound):  # a rerun after a crash finds it gone
+        kube.delete(res, namespace, name)
+
+
 class _Base:
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.kube, self.ns = kube, namespace
 
     def _exists(self, res: Resource, name: str) -> bool:
-        try:
-            self.kube.get(res, self.ns, name)
-        except NotFound:
-            return False
-        return True
+        return exists(self.kube, res, self.ns, name)
 
     def _delete(self, res: Resource, name: str) -> None:
-        with contextlib.suppress(NotFound):
-            self.kube.delete(res, self.ns, name)
+        delete_if_present(self.kube, res, self.ns, name)
 
 
 class PairBlueGreen(_Base):
