@@ -42,7 +42,7 @@ def decide(policy: Obj, objs: Sequence[Obj], st: P.BlueGreenState) -> bool | Non
     """Whether to drive now: None no; False drive (start or resume); True start again (retry)."""
     if st.active:
         return False if st.fold_back else None  # one `lwsflow rollout` started is the CLI's to drive
-    if any(state.RolloutState.from_object(o).active for o in objs):
+    if state.any_active(objs):
         return None  # a partition rollout of the pair (the CLI's) is in progress
     changed = any(state.template_hash(state.template_of(o)) != stable_hash(state.RolloutState.from_object(o))
                   for o in objs)

@@ -119,7 +119,7 @@ class Driver:
         if self.ref.kind == "LeaderWorkerSetPair":
             opts = self.opts
             live = find_pair(self.kube, self.ns, self.ref.name)
-            fresh = not any(state.RolloutState.from_object(o).active for o in live.values())
+            fresh = not state.any_active(live.values())
             if fresh and pd_gate.enabled(self.spec):  # before anything of the pair mixes revisions
                 probed = pd_gate.guard(self.kube, self.clock, self.ns, self.spec, self.opts, self.pd_probe,
                                        live, self.generation, self.on_probe, self.last_probe)

@@ -19,6 +19,7 @@ pair (``incluster/bluegreen.py``, ``rollout/bluegreen.py``); the status is the H
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +68,7 @@ SETTLE_S = 1.0
 class _Worker:
     thread: threading.Thread
     template_hash: str
+    ended: float = math.inf  # time.monotonic() when its rollout returned
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Controller:
     refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
     settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
     synced: bool = False  # one full pass done (readiness)
+    listed_at: float = -math.inf  # time.monotonic() of this pass's list of policies
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.kube, self.clock.now)
@@ -114,7 +117,7 @@ class Controller:
         return self.synced or (self.leader is not None and not self.leader.is_leader())
 
     def reconcile_all(self) -> None:
-        t0 = time.monotonic()
+        t0 = self.listed_at = time.monotonic()
         try:
             policies, _ = self.kube.list(ROLLOUT_POLICY, self.namespace)
         except ApiError as exc:
@@ -158,9 +161,7 @@ class Controller:
             return
         obj = objs[0]
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
-        worker = self.workers.get(key)
-        if worker is None or not worker.thread.is_alive():
-            self.workers.pop(key, None)
+        if self._idle(key):
             retry = self._decide(policy, spec, objs)
             if retry is not None and not (probed and pd_gate.holds(old, objs, gen, self.clock.now())) \
                     and not (probed and self._unsettled_fresh(key, objs)):
@@ -180,9 +181,7 @@ class Controller:
         ns, name, key = meta["namespace"], meta["name"], f"{meta['namespace']}/{meta['name']}"
         old: Obj = policy.get("status") or {}
         route, st = bg.route_state(self.kube, ns, spec.targetRef.name)
-        worker = self.workers.get(key)
-        if worker is None or not worker.thread.is_alive():
-            self.workers.pop(key, None)
+        if self._idle(key):
             adopted = False
             for obj in objs:
                 if not st.active and self._adopt_first_sight(spec, obj, state.RolloutState.from_object(obj)):
@@ -206,10 +205,25 @@ class Controller:
             self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
 
+    def _idle(self, key: str) -> bool:
+        """No rollout of this policy runs, and none ended after this pass listed the policy: a status
+        read before a driver's last write (a probe's verdict, a rollout's end) must not start another
+        (the next pass, woken at once, reads it fresh)."""
+        worker = self.workers.get(key)
+        if worker is None:
+            return True
+        if worker.thread.is_alive():
+            return False
+        del self.workers[key]
+        if worker.ended >= self.listed_at:
+            self.wake.set()
+            return False
+        return True
+
     def _unsettled_fresh(self, key: str, objs: list[Obj]) -> bool:
         """A fresh probed pair rollout waits for both roles' sync: probing after the first role alone
         would judge (and hold) half a release."""
-        fresh = not any(state.RolloutState.from_object(o).active for o in objs)
+        fresh = not state.any_active(objs)
         return fresh and not self._settled(key, bg.pair_hash(objs))
 
     def _settled(self, key: str, pair_hash: str) -> bool:
@@ -339,10 +353,11 @@ class Controller:
                 log.exception("%s: rollout driver failed", key)
                 self.metrics.reconcile_errors.inc()
             finally:
+                worker.ended = time.monotonic()
                 self.wake.set()
 
         t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
-        self.workers[key] = _Worker(t, state.template_hash(state.template_of(objs[0])))
+        worker = self.workers[key] = _Worker(t, state.template_hash(state.template_of(objs[0])))
         t.start()
 
     # -- status, events, notifications -------------------------------------------------------------

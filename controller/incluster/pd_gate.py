@@ -149,7 +149,7 @@ def probing(status: Obj, objs: Sequence[Obj], generation: int) -> bool:
 def overlay(new: Obj, old: Obj, objs: Sequence[Obj], generation: int, now: float) -> Obj:
     """The derived status with the probe's word on it while no rollout runs: a held template reads
     ``Failed`` with the refusal (not the previous rollout's phase), a probe in flight ``Progressing``."""
-    if any(state.RolloutState.from_object(o).active for o in objs):
+    if state.any_active(objs):
         return new
     rec = holds(old, objs, generation, now)
     if rec is not None:

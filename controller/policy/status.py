@@ -26,7 +26,7 @@ def stable_hash(st: state.RolloutState) -> str:
 def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj, others: Sequence[Obj] = ()) -> str:
     if not st.id:
         return "Idle"
-    if not st.active and any(state.RolloutState.from_object(o).active for o in others):
+    if not st.active and state.any_active(others):
         return "Progressing"  # a pair: the other role has not ended yet
     if st.active:
         if st.paused and not st.abort:  # an abort overrides the pause: it is rolling back
@@ -62,7 +62,7 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     if wait is not None:
         message = f"stage {wait + 1} waits for `kubectl lwsflow promote`"
     history: list[dict[str, Any]] = list(old.get("history") or [])
-    settled = not any(state.RolloutState.from_object(o).active for o in others)
+    settled = not state.any_active(others)
     if st.id and not st.active and settled and st.phase in _FINAL and all(h.get("id") != st.id
                                                                           for h in history):
         history.append({"id": st.id, "templateHash": st.target_hash or st.manifest_hash,

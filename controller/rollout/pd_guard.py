@@ -104,8 +104,7 @@ def guard_pair(kube: Kube, clock: Clock, namespace: str, pair: str, opts: Rollou
             kube.merge_patch(LWS, namespace, live[role]["metadata"]["name"], {"spec": {"rolloutStrategy": {
                 "rollingUpdateConfiguration": {"maxSurge": budget.max_surge, "maxUnavailable": 0}}}},
                 field_manager=L.FIELD_MANAGER)
-    log(f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); all-at-once: each role switches in "
-        f"one step with a full surge: {rep.message}")
+    log(_switched_line(res, rep))
     return dataclasses.replace(opts, stages="100%", together=True), True
 
 
@@ -138,6 +137,11 @@ def guard_ds(kube: Kube, clock: Clock, namespace: str, name: str, opts: RolloutO
     rep = capacity.check_ds(switched, nodes, pods, namespace=namespace)
     if not rep.fits:
         raise _no_fit(cli, namespace, res, rep, blue_green_hint)
-    log(f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); --on-incompatible all-at-once: "
-        f"each role switches in one step with a full surge: {rep.message}")
+    log(_switched_line(res, rep))
     return switched, True
+
+
+def _switched_line(res: CompatResult, rep: capacity.CapacityReport) -> str:
+    """One wording for a pair's and a DisaggregatedSet's switch (the in-cluster status quotes it)."""
+    return (f"pd-probe: revisions incompatible ({'; '.join(res.failed)}); all-at-once: each role switches "
+            f"in one step with a full surge: {rep.message}")

@@ -194,7 +194,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         for role in ROLES:
             _refuse_other_manifest(live[role], docs.get(role))
         switched = False
-        fresh = not any(state.RolloutState.from_object(live[r]).active for r in ROLES)
+        fresh = not state.any_active(live[r] for r in ROLES)
         if fresh and opts.pd_probe is not None:  # before anything mixes revisions (pd_guard.py)
             opts, switched = guard_pair(kube, clock, target.namespace, target.name, opts, docs, live, log)
         for role in ROLES:

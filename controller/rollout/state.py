@@ -14,7 +14,7 @@ import base64
 import gzip
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -157,6 +157,11 @@ class RolloutState:
                 started = epoch(text)
                 out[STAGE_STARTED_EPOCH] = f"{started:.0f}" if started is not None else None
         return out
+
+
+def any_active(objs: Iterable[Obj]) -> bool:
+    """Whether a rollout is under way on any of these objects (a pair's roles: one rollout)."""
+    return any(RolloutState.from_object(o).active for o in objs)
 
 
 def manifest_hash(manifest: Obj | None, live: Obj) -> str:

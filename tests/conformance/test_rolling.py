@@ -55,7 +55,11 @@ def sequence(objects: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def _done(t: Target, ns: str, ruc: dict[str, Any]) -> bool:
     st = json.loads(t.kubectl("get", "lws", "roll", "-n", ns, "-o", "json").stdout).get("status") or {}
     want_updated = 4 - ruc.get("partition", 0)
-    return st.get("updatedReplicas") == want_updated and st.get("readyReplicas") == 4 == st.get("replicas")
+    # the counts alone pass mid-update under surge: (4,4,4) while the surge group is still reclaimed
+    conds = {c["type"]: c["status"] for c in st.get("conditions") or []}
+    settled = conds.get("Available") == "True" and conds.get("UpdateInProgress", "False") == "False"
+    return settled and st.get("updatedReplicas") == want_updated and st.get("readyReplicas") == 4 == st.get(
+        "replicas")
 
 
 def run(t: Target, ns: str, ruc: dict[str, Any]) -> list[tuple[Any, ...]]:
