@@ -22,12 +22,12 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS
 from lwsflow.controller.rollout import gate, state
-from lwsflow.sim.apiserver import ApiFaults, ApiServer
+from lwsflow.sim.apiserver import ApiFaults
 from lwsflow.sim.apiserver.server import RequestRecord
-from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
 from lwsflow.sim.lws_controller import LWS as LWS_KEY
 from lwsflow.sim.testing import EmbeddedCluster, Recorded, StoreRecorder
+from reliability.sim_views import SimViews
 
 SPEED = 200.0  # virtual seconds per wall second: a 20 s model load takes 0.1 s
 TOKEN = "fault-campaign-token"
@@ -154,24 +154,15 @@ def _good(lws: str, obj: dict, image: str, pods: Mapping[tuple[str, str], dict])
 
 
 @dataclass
-class FaultEnv:
+class FaultEnv(SimViews):
     """The served cluster, a client for the test itself, and the history."""
 
-    sim: EmbeddedCluster
     kube: Kube
     kubeconfig: Path
     history: History
     faults: ApiFaults
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (resource, name) -> count
     verbs: Counter[str] = field(default_factory=Counter)  # verb -> requests the server has seen
-
-    @property
-    def cluster(self) -> Cluster:
-        return self.sim.cluster
-
-    @property
-    def server(self) -> ApiServer:
-        return self.sim.api
 
     def requests_for(self, name: str) -> int:
         """Requests the server has seen for the LWS ``name`` (any client, any verb)."""

@@ -12,11 +12,11 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, session
-from lwsflow.sim.apiserver import ApiFaults, ApiServer
-from lwsflow.sim.cluster import Cluster
+from lwsflow.sim.apiserver import ApiFaults
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.lws_controller import LWS as LWS_KEY
 from lwsflow.sim.testing import EmbeddedCluster, Recorded, StoreRecorder
+from reliability.sim_views import SimViews
 
 SPEED = 200.0  # virtual seconds per wall second
 TOKEN = "rollout-test-token"
@@ -184,21 +184,12 @@ def _passed(obj: dict) -> int:
 
 
 @dataclass
-class Env:
-    sim: EmbeddedCluster
+class Env(SimViews):
     kube: Kube
     kubeconfig: Path
     rec: Recorder
     tmp: Path
     firsts: dict[str, dict] = field(default_factory=dict)
-
-    @property
-    def cluster(self) -> Cluster:
-        return self.sim.cluster
-
-    @property
-    def server(self) -> ApiServer:
-        return self.sim.api
 
     def clock(self) -> Any:
         return session.clock_for(self.kube)
