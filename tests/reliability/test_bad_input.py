@@ -11,6 +11,7 @@ through every command at campaign counts (thousands) and prints the figures.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -28,6 +29,10 @@ from reliability.cli_harness import (
     write_yaml,
 )
 from reliability.strategies import CAMPAIGN, Broken, invalid_catalogs, invalid_manifests, valid_catalogs
+
+# celpy.Environment raises the recursion limit to 2500 when the first CEL rule is compiled; raising it
+# here, before any hypothesis example runs, keeps hypothesis from warning that it changed under it
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 2500))
 
 
 @settings(CAMPAIGN, max_examples=200)
