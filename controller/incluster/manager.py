@@ -67,7 +67,6 @@ SETTLE_S = 1.0
 @dataclass
 class _Worker:
     thread: threading.Thread
-    template_hash: str
     ended: float = math.inf  # time.monotonic() when its rollout returned
 
 
@@ -244,7 +243,7 @@ class Controller:
                                    manifests=bg.green_manifests(objs, st), fold_back=True,
                                    log=lambda m: log.info("%s: %s", key, m.strip()),
                                    on_step=lambda _step: self.wake.set())  # the route is not watched
-        self._spawn(key, objs, rollout.run)
+        self._spawn(key, rollout.run)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
         ref = spec.targetRef
@@ -319,7 +318,7 @@ class Controller:
                         on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
                         generation=int(policy["metadata"].get("generation", 0)),
                         probed=(policy.get("status") or {}).get("pdProbe"))
-        self._spawn(key, objs, driver.run)
+        self._spawn(key, driver.run)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
                        rollout_id: Callable[[HookContext], str] | None = None) -> Hook | None:
@@ -333,7 +332,7 @@ class Controller:
     def _count_check(self, detail: str, ok: bool) -> None:
         self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
-    def _spawn(self, key: str, objs: list[Obj], run: Callable[[], Outcome | None]) -> None:
+    def _spawn(self, key: str, run: Callable[[], Outcome | None]) -> None:
         """Run one rollout on its own thread, its outcome counted and logged."""
         def work() -> None:
             try:
@@ -357,7 +356,7 @@ class Controller:
                 self.wake.set()
 
         t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
-        worker = self.workers[key] = _Worker(t, state.template_hash(state.template_of(objs[0])))
+        worker = self.workers[key] = _Worker(t)
         t.start()
 
     # -- status, events, notifications -------------------------------------------------------------
