@@ -20,6 +20,7 @@ from lwsflow.controller.analysis.providers import (
 )
 from lwsflow.controller.analysis.spec import AnalysisSpec, Metric, check_args, promql_duration, render
 from lwsflow.controller.analysis.stats import Counts
+from lwsflow.controller.api.duration import parse_duration
 from lwsflow.controller.errors import InvalidInput
 
 # (metric, args) -> (value, baseline): numbers, or for compare modes proportion / histogram the counts
@@ -101,14 +102,9 @@ def check_inputs(spec: AnalysisSpec, args: dict[str, str]) -> None:
 def _args(spec: AnalysisSpec, metric: Metric, args: dict[str, str], since_start: float) -> dict[str, str]:
     """``{{window}}`` (given, or the spec's, or the metric's interval) and ``{{elapsed}}``: one window
     plus the time since the analysis began, the range over which evidence accumulates."""
-    window_s = spec.window or metric.interval
-    window = args.get("window") or promql_duration(window_s)
-    return dict(args, window=window, elapsed=promql_duration(_range_s(window, window_s) + since_start))
-
-
-def _range_s(text: str, default: float) -> float:
-    """Seconds of a PromQL range this module wrote (``1234ms``); else ``default``."""
-    return int(text[:-2]) / 1000 if text.endswith("ms") and text[:-2].isdigit() else default
+    window = args.get("window") or promql_duration(spec.window or metric.interval)
+    return dict(args, window=window,
+                elapsed=promql_duration(parse_duration(window, "window") + since_start))
 
 
 def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
