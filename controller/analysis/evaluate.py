@@ -62,10 +62,11 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation) -> t
     c = metric.compare
     if value is None or baseline is None:
         return "inconclusive", "no data" if value is None else "no data for the stable revision"
+    kind = stats.Counts if c.mode == "proportion" else stats.Buckets
+    if not (isinstance(value, kind) and isinstance(baseline, kind)):
+        return "inconclusive", f"mode {c.mode} needs counts, the provider gave a number"
     try:
-        if c.mode == "proportion":
-            if not (isinstance(value, stats.Counts) and isinstance(baseline, stats.Counts)):
-                raise TypeError(c.mode)
+        if isinstance(value, stats.Counts) and isinstance(baseline, stats.Counts):
             if value.total <= 0 or baseline.total <= 0:
                 return "inconclusive", "no requests in the window"
             p = stats.proportion_p_value(value, baseline, c.tolerance)
@@ -73,15 +74,12 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation) -> t
                       f"{baseline.total:.4g}, p={p:.2g}")
             requests = min(value.total, baseline.total)
         else:
-            if not (isinstance(value, stats.Buckets) and isinstance(baseline, stats.Buckets)):
-                raise TypeError(c.mode)
+            assert isinstance(value, stats.Buckets) and isinstance(baseline, stats.Buckets)
             test = stats.histogram_test(value, baseline, c.quantile, c.tolerance)
             p, detail = test.p_value, test.detail()
             requests = min(value.samples, baseline.samples)
     except ValueError as exc:
         return "inconclusive", str(exc)
-    except TypeError:
-        return "inconclusive", f"mode {c.mode} needs counts, the provider gave a number"
     if p < c.alpha and requests < stats.MIN_REQUESTS:
         # too little evidence to fail: one stalled burst is a large share of a few requests
         return "inconclusive", (f"too few requests to judge ({requests:.4g} < {stats.MIN_REQUESTS:g}; "
