@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from clusters import Target, Watch, allowlist, wait_for
 
+from lwsflow.controller.api.status import lws_fully_rolled, lws_stage_complete
 from lwsflow.controller.yamlio import dump_yaml
 
 CASES = {
@@ -52,24 +53,20 @@ def sequence(objects: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def _done(t: Target, ns: str, ruc: dict[str, Any]) -> bool:
-    st = json.loads(t.kubectl("get", "lws", "roll", "-n", ns, "-o", "json").stdout).get("status") or {}
-    want_updated = 4 - ruc.get("partition", 0)
-    # the counts alone pass mid-update under surge: (4,4,4) while the surge group is still reclaimed
-    conds = {c["type"]: c["status"] for c in st.get("conditions") or []}
-    settled = conds.get("Available") == "True" and conds.get("UpdateInProgress", "False") == "False"
-    return settled and st.get("updatedReplicas") == want_updated and st.get("readyReplicas") == 4 == st.get(
-        "replicas")
+def _lws(t: Target, ns: str) -> dict[str, Any]:
+    return json.loads(t.kubectl("get", "lws", "roll", "-n", ns, "-o", "json").stdout)
 
 
 def run(t: Target, ns: str, ruc: dict[str, Any]) -> list[tuple[Any, ...]]:
     t.kubectl("create", "namespace", ns)
     t.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=dump_yaml(manifest(ruc, "engine:v1")))
-    wait_for(f"[{t.name}] v1 ready", lambda: _done(t, ns, {"partition": 0}))
+    wait_for(f"[{t.name}] v1 ready", lambda: lws_fully_rolled(_lws(t, ns)))
     watch = Watch(t, "lws", "roll", "-n", ns)
     wait_for(f"[{t.name}] watch open", lambda: bool(watch.objects), timeout=30)
     t.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=dump_yaml(manifest(ruc, "engine:v2")))
-    wait_for(f"[{t.name}] rolled", lambda: _done(t, ns, ruc), timeout=180)
+    # the controller's own stage predicate at the case's partition: the counts alone pass mid-update
+    # under surge, (4,4,4) while the surge group is still being reclaimed
+    wait_for(f"[{t.name}] rolled", lambda: lws_stage_complete(_lws(t, ns)), timeout=180)
     time.sleep(2)  # trailing status writes (conditions) reach the watch
     return sequence(watch.stop())
 
