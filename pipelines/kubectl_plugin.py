@@ -5,6 +5,7 @@
     kubectl lwsflow promote POLICY [-n NS]    pass the manual gate the rollout waits at
     kubectl lwsflow pause|resume|abort POLICY [-n NS]
     kubectl lwsflow retry POLICY [-n NS]      roll out again the template whose rollout failed
+    kubectl lwsflow dashboard [-n NS | -A]    a live web view on 127.0.0.1 (as `lwsflow dashboard`)
 
 Every command writes what the in-cluster controller reads (annotations on the target or the policy);
 the controller does the rest. Exit 2 on bad input (one line naming the field), 1 when the API fails.
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from lwsflow.controller.rollout.session import Target
 
 plugin = typer.Typer(name="kubectl-lwsflow", help="RolloutPolicies: get, status, promote, pause, resume, "
-                     "abort, retry.", no_args_is_help=True, pretty_exceptions_enable=False,
+                     "abort, retry, dashboard.", no_args_is_help=True, pretty_exceptions_enable=False,
                      add_completion=False)
 
 Namespace = Annotated[str, typer.Option("--namespace", "-n")]
@@ -38,24 +39,15 @@ def _kube(kubeconfig: str | None) -> Kube:
 
 
 def _policy(kube: Kube, ns: str, name: str) -> Obj:
-    from lwsflow.controller.errors import InvalidInput, NotFound
-    from lwsflow.controller.kube.resources import ROLLOUT_POLICY
+    from lwsflow.pipelines.policy_actions import get_policy
 
-    try:
-        return kube.get(ROLLOUT_POLICY, ns, name)
-    except NotFound:
-        raise InvalidInput(f"rolloutpolicy {ns}/{name} not found", field="policy") from None
+    return get_policy(kube, ns, name)
 
 
 def _target_of(policy: Obj) -> Target:
-    """The rollout target a policy names."""
-    from lwsflow.controller.policy.model import RolloutPolicySpec
-    from lwsflow.controller.rollout import session
+    from lwsflow.pipelines.policy_actions import target_of
 
-    spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
-    kind = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds", "LeaderWorkerSetPair": "pair"}[
-        spec.targetRef.kind]
-    return session.Target(kind, spec.targetRef.name, policy["metadata"]["namespace"])
+    return target_of(policy)
 
 
 @plugin.command()
@@ -146,90 +138,54 @@ def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
         print(f"  gate on {name}: {'holds' if res.passed else 'waiting'} ({checks})")
 
 
-def _flags(policy: str, namespace: str, kubeconfig: str | None, **flags: bool) -> None:
-    from lwsflow.controller.rollout import session
+def _act(action: str, policy: str, namespace: str, kubeconfig: str | None) -> None:
+    """Run one of ``policy_actions`` (the code the dashboard's buttons run too) and print its line."""
+    from lwsflow.pipelines import policy_actions
 
-    kube = _kube(kubeconfig)
-    p = _policy(kube, namespace, policy)
-    target = _target_of(p)
-    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state and flags are on the HTTPRoute
-        from lwsflow.controller.rollout.bluegreen import request
-
-        request(kube, namespace, target.name, **flags)
-        return
-    session.set_flags(kube, session.clock_for(kube).now(), target, **flags)
+    print(policy_actions.BY_NAME[action](_kube(kubeconfig), namespace, policy))
 
 
 @plugin.command()
 def pause(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Pause the rollout at its next step (no further stage starts until resume)."""
-    _flags(policy, namespace, kubeconfig, paused=True)
-    print(f"{namespace}/{policy}: pause requested")
+    _act("pause", policy, namespace, kubeconfig)
 
 
 @plugin.command()
 def resume(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Resume a paused rollout (a fresh progress deadline from now)."""
-    _flags(policy, namespace, kubeconfig, paused=False)
-    print(f"{namespace}/{policy}: resumed")
+    _act("resume", policy, namespace, kubeconfig)
 
 
 @plugin.command()
 def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Abort the rollout: the controller rolls the target back to the stable template (blue-green:
     every request back on blue, green deleted)."""
-    _flags(policy, namespace, kubeconfig, abort=True)
-    print(f"{namespace}/{policy}: abort requested")
+    _act("abort", policy, namespace, kubeconfig)
 
 
 @plugin.command()
 def promote(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Pass the manual gate the rollout waits at."""
-    from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.policy import gates
-    from lwsflow.controller.policy.model import RolloutPolicySpec
-    from lwsflow.controller.rollout import session, state
-
-    kube = _kube(kubeconfig)
-    p = _policy(kube, namespace, policy)
-    spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
-    target = _target_of(p)
-    objs = session._objects(kube, target)  # a pair: decode (carries the marks), then prefill
-    res, obj = objs[0]
-    st = state.RolloutState.from_object(obj)
-    k = gates.waiting_at(spec, st, obj, [o for _r, o in objs[1:]])
-    if k is None:
-        raise InvalidInput(f"{namespace}/{policy}: the rollout is not waiting at a manual gate "
-                           f"(phase {(p.get('status') or {}).get('phase', 'Idle')})", field="policy")
-    meta = obj["metadata"]
-    kube.merge_patch(res, namespace, meta["name"], {"metadata": {
-        "resourceVersion": meta["resourceVersion"],
-        "annotations": {gates.PROMOTED: gates.promote_value(st.id, k + 1)}}})
-    print(f"{namespace}/{policy}: stage {k + 1} promoted (rollout {st.id})")
+    _act("promote", policy, namespace, kubeconfig)
 
 
 @plugin.command()
 def retry(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
     """Roll out again the template whose last rollout failed, rolled back or was aborted."""
-    from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.kube.resources import ROLLOUT_POLICY
-    from lwsflow.controller.policy import gates
-    from lwsflow.controller.rollout import session, state
+    _act("retry", policy, namespace, kubeconfig)
 
-    kube = _kube(kubeconfig)
-    p = _policy(kube, namespace, policy)
-    target = _target_of(p)
-    _res, obj = session._objects(kube, target)[0]
-    st = state.RolloutState.from_object(obj)
-    if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state is on the HTTPRoute
-        bg = session.blue_green_state(kube, target)
-        st = state.RolloutState(id=bg.id, phase=state.RUNNING if bg.active else bg.phase) if bg else \
-            state.RolloutState()
-    if not st.id or st.active or st.phase == state.SUCCEEDED:
-        raise InvalidInput(f"{namespace}/{policy}: nothing to retry (last rollout: "
-                           f"{st.phase or 'none'})", field="policy")
-    kube.merge_patch(ROLLOUT_POLICY, namespace, policy, {"metadata": {"annotations": {gates.RETRY: st.id}}})
-    print(f"{namespace}/{policy}: retry of rollout {st.id} requested")
+
+@plugin.command()
+def dashboard(namespace: Namespace = "default",
+              all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
+              kubeconfig: Kubeconfig = None,
+              port: Annotated[int, typer.Option(help="0: any free port")] = 0) -> None:
+    """A live web view of the RolloutPolicies on 127.0.0.1 (as `lwsflow dashboard`)."""
+    from lwsflow.pipelines.dashboard import run_until_interrupted
+
+    run_until_interrupted(kubeconfig=kubeconfig, namespace=None if all_namespaces else namespace,
+                          port=port)
 
 
 def main(argv: list[str] | None = None) -> int:

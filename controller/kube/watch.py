@@ -114,3 +114,42 @@ def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: C
             rv = ""
             stop.wait(pause)
             pause = min(30.0, pause * 2)
+
+
+def watch_objects(kube: Kube, res: Resource, namespace: str | None,
+                  on_list: Callable[[list[Obj]], None], on_event: Callable[[str, Obj], None],
+                  stop: threading.Event, *, chunk_s: int = 30,
+                  on_error: Callable[[ApiError | None], None] | None = None) -> None:
+    """An informer's reflector: list ``res`` (in ``namespace``; None: all), hand the items to
+    ``on_list``, then each ADDED/MODIFIED/DELETED object to ``on_event`` until ``stop``. A 410 Gone
+    or a cut stream relists (``on_list`` again, so the caller's cache is replaced, never patched
+    across a gap). ``on_error`` hears an API error (e.g. 403: the user may not list this kind), and
+    None once a list succeeds again."""
+    rv = ""
+    pause = 1.0
+    while not stop.is_set():
+        try:
+            if not rv:
+                items, rv = kube.list(res, namespace)
+                on_list(items)
+                if on_error is not None:
+                    on_error(None)
+                pause = 1.0
+            for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
+                etype, o = ev.get("type"), ev.get("raw_object") or ev.get("object")
+                if not isinstance(o, dict):
+                    continue
+                rv = (o.get("metadata") or {}).get("resourceVersion") or rv
+                if etype in ("ADDED", "MODIFIED", "DELETED"):
+                    on_event(str(etype), o)
+                if stop.is_set():
+                    return
+        except Gone:
+            rv = ""
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+            if on_error is not None and isinstance(exc, ApiError):
+                on_error(exc)
+            log.info("watch %s: %s; relisting in %.0fs", res.plural, type(exc).__name__, pause)
+            rv = ""
+            stop.wait(pause)
+            pause = min(30.0, pause * 2)

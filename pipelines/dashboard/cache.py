@@ -1,0 +1,148 @@
+"""The dashboard's view of the cluster: one list-then-watch per kind, kept in memory.
+
+Pages and live updates read this cache, never the API (as a controller reads its informers): a
+1,000-policy overview is one pass over a dict, and a change reaches every open page through
+:meth:`Cache.wait` within the watch's latency. Every request uses the user's own kubeconfig, so a kind
+the user may not list (a 403 on nodes, say) stays empty and its error is shown, not hidden.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.errors import ApiError
+from lwsflow.controller.kube.resources import (
+    DS,
+    EVENT,
+    HTTP_ROUTE,
+    LWS,
+    NODE,
+    POD,
+    ROLLOUT_POLICY,
+    STATEFULSET,
+    Resource,
+)
+
+Key = tuple[str, str]  # (namespace, name)
+KINDS: tuple[Resource, ...] = (ROLLOUT_POLICY, LWS, DS, STATEFULSET, POD, EVENT, HTTP_ROUTE, NODE)
+WEIGHT_HISTORY = 200  # blue-green weight changes kept per policy
+
+
+@dataclass
+class Cache:
+    """Objects by kind (``plural``) and (namespace, name), fed by :func:`watch_objects` threads."""
+
+    namespace: str | None  # None: every namespace
+    objects: dict[str, dict[Key, Obj]] = field(default_factory=lambda: {r.plural: {} for r in KINDS})
+    errors: dict[str, str] = field(default_factory=dict)  # plural -> the last API error, e.g. 403
+    synced: set[str] = field(default_factory=set)  # kinds listed (or refused) at least once
+    # (ns, policy) -> [(wall time, blue weight, green weight)]: a blue-green's HTTPRoute over time
+    weights: dict[Key, list[tuple[float, int, int]]] = field(default_factory=dict)
+    version: int = 0
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    # -- feeding ---------------------------------------------------------------------------------------
+    def start(self, connect: Callable[[], Any], kinds: tuple[Resource, ...] = KINDS) -> Cache:
+        """One watch thread per kind, each with its own client from ``connect()`` (a watch holds its
+        connection for minutes; separate clients keep them from queueing on one pool)."""
+        from lwsflow.controller.kube.watch import watch_objects
+
+        for res in kinds:
+            ns = None if not res.namespaced else self.namespace
+            t = threading.Thread(target=watch_objects, name=f"dashboard-watch-{res.plural}", daemon=True,
+                                 args=(connect(), res, ns, self._lister(res), self._eventer(res), self._stop),
+                                 kwargs={"on_error": self._errorer(res)})
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._cond.notify_all()
+
+    def _lister(self, res: Resource) -> Callable[[list[Obj]], None]:
+        def on_list(items: list[Obj]) -> None:
+            fresh = {_key(o): o for o in items}
+            with self._cond:
+                self.objects[res.plural] = fresh
+                self.synced.add(res.plural)
+                if res is ROLLOUT_POLICY:
+                    for o in items:
+                        self._note_weights(o)
+                self._changed()
+        return on_list
+
+    def _eventer(self, res: Resource) -> Callable[[str, Obj], None]:
+        def on_event(etype: str, obj: Obj) -> None:
+            with self._cond:
+                if etype == "DELETED":
+                    self.objects[res.plural].pop(_key(obj), None)
+                else:
+                    self.objects[res.plural][_key(obj)] = obj
+                    if res is ROLLOUT_POLICY:
+                        self._note_weights(obj)
+                self._changed()
+        return on_event
+
+    def _errorer(self, res: Resource) -> Callable[[ApiError | None], None]:
+        def on_error(exc: ApiError | None) -> None:
+            with self._cond:
+                if exc is None:
+                    self.errors.pop(res.plural, None)
+                else:
+                    self.errors[res.plural] = str(exc)[:300]  # "403 Forbidden: ..."
+                    self.synced.add(res.plural)
+                self._changed()
+        return on_error
+
+    def _note_weights(self, policy: Obj) -> None:
+        bg = (policy.get("status") or {}).get("blueGreen")
+        if not isinstance(bg, dict):
+            return
+        hist = self.weights.setdefault(_key(policy), [])
+        point = (time.time(), int(bg.get("blueWeight") or 0), int(bg.get("greenWeight") or 0))
+        if not hist or hist[-1][1:] != point[1:]:
+            hist.append(point)
+            del hist[:-WEIGHT_HISTORY]
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def wait(self, seen: int, timeout: float) -> int:
+        """Block until the version moves past ``seen`` (or ``timeout``, or stop); the version now."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.version != seen or self._stop.is_set(), timeout)
+            return self.version
+
+    def wait_synced(self, plural: str, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: plural in self.synced, timeout)
+
+    def items(self, plural: str, namespace: str | None = None) -> list[Obj]:
+        """A copy of the list (the dict changes under the watch threads)."""
+        with self._cond:
+            objs = list(self.objects[plural].values())
+        return objs if namespace is None else [o for o in objs if _key(o)[0] == namespace]
+
+    def get(self, plural: str, namespace: str, name: str) -> Obj | None:
+        with self._cond:
+            return self.objects[plural].get((namespace, name))
+
+    def seed(self, plural: str, items: list[Obj]) -> None:
+        """Fill a kind without a watch (tests of the views, the bench's render-only figure)."""
+        self._lister(next(r for r in KINDS if r.plural == plural))(items)
+
+
+def _key(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
