@@ -54,11 +54,14 @@ class Cache:
         connection for minutes; separate clients keep them from queueing on one pool)."""
         from lwsflow.controller.kube.watch import watch_objects
 
-        for res in kinds:
+        def reflect(res: Resource) -> None:
             ns = None if not res.namespaced else self.namespace
-            t = threading.Thread(target=watch_objects, name=f"dashboard-watch-{res.plural}", daemon=True,
-                                 args=(connect(), res, ns, self._lister(res), self._eventer(res), self._stop),
-                                 kwargs={"on_error": self._errorer(res)})
+            watch_objects(connect(), res, ns, self._lister(res), self._eventer(res), self._stop,
+                          on_error=self._errorer(res))
+
+        for res in kinds:  # the policies first: the overview waits only for them
+            t = threading.Thread(target=reflect, args=(res,), name=f"dashboard-watch-{res.plural}",
+                                 daemon=True)
             t.start()
             self._threads.append(t)
         return self
