@@ -347,10 +347,15 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
     stack = start_stack(out / "work", catalog, speed=speed, loaded=cat,
                         engine_options={"ttft_s": GOOD_TTFT_S}, router=True, prometheus=bad_release)
     ctl: demo_controller.Controllers | None = None
+    dash = None
     try:
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
                       f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
+        from lwsflow.pipelines.dashboard import serve
+
+        dash = serve(str(stack.kubeconfig), namespace=None)  # open while the demo runs (docs/dashboard.md)
+        console.print(f"dashboard {dash.url} (`lwsflow dashboard -A`: the rollouts live; open it now)")
         console.print(f"stand-in llm-d router {stack.router.url} (proxy + EPP over the cluster's "
                       "InferencePools)" + (f", Prometheus {stack.prometheus.url} (scrapes the analysed "
                                            "model's pods every second)" if stack.prometheus else ""))
@@ -380,6 +385,8 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
     finally:
         if ctl is not None:
             ctl.stop()
+        if dash is not None:
+            dash.stop()
         stack.close()
 
 

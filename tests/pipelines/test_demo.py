@@ -56,6 +56,7 @@ def test_demo_releases_shows_the_llmd_path_then_analysis_catches_a_slower_releas
     assert ("rolloutpolicy llm-dev/qwen-7b → LeaderWorkerSet/qwen-7b: stages 1 → ⏸ 100% (⏸ a manual gate: "
             "kubectl lwsflow promote) + analysis after each stage") in " ".join(out.split())
     assert "system:serviceaccount:lwsflow-system:lwsflow-controller" in out
+    assert re.search(r"dashboard http://127\.0\.0\.1:\d+/\s", out), out  # open while the demo runs
     reports = tmp_path / "reports"
     for release in ("release", "bad-release"):
         roll = json.loads((reports / release / "qwen-7b" / "rollout.json").read_text())
