@@ -153,7 +153,6 @@ def _story(browser: Any, env: AnalysisEnv, url: str, tmp: Path) -> None:
     assert "AnalysisFailed" in _text(browser, "#events")
     assert browser.execute_script("return window.__sameDocument === true"), "the page was reloaded"
     _shot(browser, "analysis", tmp, "#analysis")
-    _shot(browser, "timeline", tmp, "section.head")
 
     browser.get(url)
     rows = [r["data-policy"] for r in _attrs(browser, "tr[data-policy]", "data-policy")]

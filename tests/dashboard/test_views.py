@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -113,3 +114,44 @@ def test_pages_escape_what_the_cluster_says() -> None:
     r = Renderer(c, now=lambda: 0.0)
     assert "<script>alert" not in r.overview_fragment() and "&lt;script&gt;" in r.overview_fragment()
     assert "<script>alert" not in r.rollout_fragment("default", "m")
+
+
+def _lws(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {"replicas": 2}}
+
+
+def test_rows_per_role_for_pairs_disaggregated_sets_and_blue_green() -> None:
+    c = cache_of(leaderworkersets=[
+        _lws("chat-prefill", **{L.PD_PAIR: "chat", L.ROLE: "prefill"}),
+        _lws("chat-decode", **{L.PD_PAIR: "chat", L.ROLE: "decode"}),
+        _lws("chat-g-prefill", **{L.PD_PAIR: "chat-g", L.ROLE: "prefill"}),
+        _lws("chat-g-decode", **{L.PD_PAIR: "chat-g", L.ROLE: "decode"}),
+        _lws("big-decode-abc", **{L.DS_NAME: "big", L.DS_ROLE: "decode"}),
+        _lws("big-prefill-abc", **{L.DS_NAME: "big", L.DS_ROLE: "prefill"}),
+        _lws("solo")])
+
+    def rows(kind: str, name: str, **status: Any) -> list[tuple[str, str]]:
+        p = pol(name)
+        p["spec"]["targetRef"] = {"kind": kind, "name": name}
+        p["status"] = status
+        return [(role, o["metadata"]["name"]) for role, o in views.targets(c, p)]
+
+    assert rows("LeaderWorkerSetPair", "chat") == [("decode", "chat-decode"), ("prefill", "chat-prefill")]
+    assert rows("DisaggregatedSet", "big") == [("decode (big-decode-abc)", "big-decode-abc"),
+                                               ("prefill (big-prefill-abc)", "big-prefill-abc")]
+    assert rows("LeaderWorkerSetPair", "chat", blueGreen={"bluePair": "chat", "greenPair": "chat-g"}) == [
+        ("chat decode", "chat-decode"), ("chat prefill", "chat-prefill"),
+        ("chat-g decode", "chat-g-decode"), ("chat-g prefill", "chat-g-prefill")]
+    assert rows("LeaderWorkerSet", "solo") == [("aggregated", "solo")]
+    assert rows("LeaderWorkerSet", "gone") == []
+
+
+def test_blue_green_weights_are_kept_as_they_change() -> None:
+    c = Cache("default")
+    p = pol("chat", "Progressing", 1)
+    for blue, green in ((90, 10), (90, 10), (50, 50), (0, 100)):
+        p["status"]["blueGreen"] = {"blueWeight": blue, "greenWeight": green}
+        c.seed("rolloutpolicies", [p])
+    assert [(b, g) for _t, b, g in c.weights[("default", "chat")]] == [(90, 10), (50, 50), (0, 100)]
+    svg = charts.weights_chart(c.weights[("default", "chat")])
+    assert [int(x) for x in re.findall(r'data-green="(\d+)"', svg)] == [10, 50, 100]
