@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -31,6 +32,8 @@ from reliability.analysis_env import MODEL, NAME, NS, SAME, SLOWER, STABLE, Anal
 from reliability.incluster_env import install_rbac, policy, sync
 
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "images"
+pytestmark = pytest.mark.slow  # a minute: a real controller, Prometheus and chromium
+
 SPEC = ttft_spec(initial_delay="5s")
 
 
