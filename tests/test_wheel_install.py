@@ -27,7 +27,9 @@ DATA = ("lwsflow/controller/api/crds/leaderworkersets.json.gz",
         "lwsflow/controller/api/crds/disaggregatedsets.json.gz",
         "lwsflow/components/argocd_health/leaderworkerset.lua",
         "lwsflow/components/argocd_health/disaggregatedset.lua",
-        "lwsflow/sim/evaluator/scenarios/deadlines.yaml")
+        "lwsflow/sim/evaluator/scenarios/deadlines.yaml",
+        "lwsflow/pipelines/dashboard/templates/base.html",  # the dashboard's pages and offline assets
+        "lwsflow/pipelines/dashboard/vendor/htmx.min.js")
 
 pytestmark = pytest.mark.slow
 
