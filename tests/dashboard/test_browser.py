@@ -63,7 +63,9 @@ def _cells(browser: Any) -> dict[int, str]:
 def _shot(browser: Any, name: str, tmp: Path, css: str | None = None) -> Path:
     path = tmp / f"dashboard-{name}.png"
     if css:
-        browser.find_element(By.CSS_SELECTOR, css).screenshot(str(path))
+        el = browser.find_element(By.CSS_SELECTOR, css)
+        browser.execute_script("arguments[0].scrollIntoView(true)", el)  # the whole element in view
+        el.screenshot(str(path))
     else:
         browser.save_screenshot(str(path))
     assert path.stat().st_size > 5000 and path.read_bytes()[:4] == b"\x89PNG"
