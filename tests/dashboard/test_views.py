@@ -155,3 +155,10 @@ def test_blue_green_weights_are_kept_as_they_change() -> None:
     assert [(b, g) for _t, b, g in c.weights[("default", "chat")]] == [(90, 10), (50, 50), (0, 100)]
     svg = charts.weights_chart(c.weights[("default", "chat")])
     assert [int(x) for x in re.findall(r'data-green="(\d+)"', svg)] == [10, 50, 100]
+
+
+def test_notification_webhooks_are_named_by_their_secret_never_their_url() -> None:
+    p = pol("m", "Progressing", 1)
+    p["spec"]["notifications"] = {"webhooks": [{"secretKeyRef": {"name": "slack", "key": "url"}}]}
+    html = Renderer(cache_of(rolloutpolicies=[p]), now=lambda: 0.0).rollout_fragment("default", "m")
+    assert "the webhook in Secret slack, key url" in " ".join(html.split())
