@@ -129,15 +129,15 @@ def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
         try:
             value, baseline = measure(metric, margs)
             phase, detail = ev.judge(metric, value, baseline)
-        except ProviderError as exc:
-            phase, detail = "inconclusive", str(exc)
+        except ProviderError as exc:  # counted apart (consecutiveErrorLimit), never a pass
+            phase, detail = ev.judge(metric, None, error=str(exc))
         m = ev.Measurement(metric.name, i + 1, phase, ev.shown(metric, value), ev.shown(metric, baseline),
                            detail, clock() - t0)
         result.measurements.append(m)
         if on_measurement:
             on_measurement(m)
         result.metrics[metric.name] = ev.metric_phase(metric, result.measurements)
-        if result.metrics[metric.name] == "failed":
-            break  # Argo stops the analysis at the first failed metric
+        if result.metrics[metric.name] in ("failed", "error"):
+            break  # Argo stops the analysis at the first failed (or errored) metric
     result.phase = ev.overall(result.metrics.values())
     return result
