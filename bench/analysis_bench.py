@@ -303,6 +303,12 @@ def summarize(kinds: list[str], results: list[RunResult], json_path: str) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if "--power" in args:  # the power curve in virtual time (analysis_power.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import analysis_power
+
+        return analysis_power.main([a for a in args if a != "--power"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
     ap.add_argument("--start", type=int, default=0,

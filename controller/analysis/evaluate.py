@@ -57,10 +57,19 @@ def shown(metric: Metric, obs: Observation) -> float | None:
     return obs
 
 
+# how the detail of a measurement inconclusive for want of evidence begins (``short_of_traffic``)
+SHORT = ("too little traffic", "too few requests", "not shown within tolerance")
+
+
+def short_of_traffic(m: Measurement) -> bool:
+    """Inconclusive for want of evidence (more traffic decides it), not for a gap in the data."""
+    return m.phase == "inconclusive" and m.detail.startswith(SHORT)
+
+
 def _too_little(requests: float, scale: float | None) -> str:
     """Why a measurement neither failed nor passed: the traffic it had, and what would have sufficed."""
     if scale is None:
-        return f"not shown within tolerance on {requests:.4g} requests"
+        return f"not shown within tolerance on {requests:.4g} requests per revision"
     return (f"too little traffic to pass: {requests:.4g} requests per revision, about "
             f"{math.ceil(requests * scale):d} needed at these ratios")
 
@@ -148,9 +157,11 @@ def judge(metric: Metric, value: Observation, baseline: Observation = None,
 
 def metric_phase(metric: Metric, measurements: Iterable[Measurement]) -> Phase | None:
     """The metric's verdict so far: failed / error / inconclusive once a limit is passed, else None
-    (running). After ``count`` measurements a metric passes only with at least one successful
-    measurement (no pass without evidence): otherwise it is in error when every measurement was one,
-    else inconclusive."""
+    (running). Measurements inconclusive for too little traffic do not count against
+    ``inconclusiveLimit`` (the counts accumulate over the analysis, so early ones are short by
+    design), but after ``count`` measurements a metric passes only when one was successful and the
+    last judged one was not short of traffic (no pass without evidence): otherwise it is in error
+    when every measurement was one, else inconclusive."""
     ms = [m for m in measurements if m.metric == metric.name]
     if sum(m.phase == "failed" for m in ms) > metric.failure_limit:
         return "failed"
@@ -159,12 +170,13 @@ def metric_phase(metric: Metric, measurements: Iterable[Measurement]) -> Phase |
         run = run + 1 if m.phase == "error" else 0
         if run > metric.consecutive_error_limit:
             return "error"
-    if sum(m.phase == "inconclusive" for m in ms) > metric.inconclusive_limit:
+    if sum(m.phase == "inconclusive" and not short_of_traffic(m) for m in ms) > metric.inconclusive_limit:
         return "inconclusive"
     if len(ms) < metric.count:
         return None
-    if not any(m.phase == "successful" for m in ms):
-        return "error" if all(m.phase == "error" for m in ms) else "inconclusive"
+    judged = [m for m in ms if m.phase != "error"]
+    if not any(m.phase == "successful" for m in ms) or (judged and short_of_traffic(judged[-1])):
+        return "error" if not judged else "inconclusive"
     return "successful"
 
 

@@ -74,7 +74,7 @@ def run(
     if json_out:
         print(json.dumps(res.as_dict(), sort_keys=True))
     else:
-        verdict = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+        verdict = res.summary()
         if revision == "auto" and res.measurements:  # a check's last line is all its caller reports
             last = res.measurements[-1]
             seen = (f"value={last.value:.4g} stable={last.baseline:.4g}"

@@ -220,3 +220,32 @@ def test_requests_to_judge_shrinks_with_the_tolerance() -> None:
     assert low is not None and low < half
     c = Counts(0.01 * half, half)
     assert stats.proportion_pass_p_value(c, c, 0.005) < 1 - stats.POWER
+
+
+ERRORS = {"name": "errors", "provider": {"prometheus": {"query": Q}}, "count": 4, "inconclusiveLimit": 0,
+          "compare": {"mode": "proportion", "total": Q, "tolerance": "0.5%"}}
+
+
+def test_early_measurements_short_of_traffic_wait_for_evidence() -> None:
+    """Counts accumulate over the analysis: measurements short of traffic early on do not count
+    against inconclusiveLimit, once the traffic suffices the metric passes; a metric whose last
+    measurement is still short is inconclusive, whatever came before."""
+    grows = [(Counts(1, n), Counts(1, n)) for n in (50, 150, 2000, 3000)]
+    res = _run(ERRORS, grows)
+    assert [m.phase for m in res.measurements] == ["inconclusive", "inconclusive", "successful", "successful"]
+    assert all(ev.short_of_traffic(m) for m in res.measurements[:2]) and res.phase == "successful"
+    # the ratios drift: shown within tolerance at 2000, no longer at 3000 (neither failed)
+    drifts = [*grows[:3], (Counts(25, 3000), Counts(1, 3000))]
+    res = _run(ERRORS, drifts)
+    assert res.measurements[-1].phase == "inconclusive" and res.phase == "inconclusive"
+    # a gap in the data (no series) is not short of traffic: it counts against the limit at once
+    gap = _run(ERRORS, [(None, Counts(1, 50)), *grows[1:]])
+    assert gap.phase == "inconclusive" and len(gap.measurements) == 1
+
+
+def test_console_says_when_a_stage_had_too_little_traffic() -> None:
+    res = _run(ERRORS, [(Counts(0, n), Counts(0, n)) for n in (20, 40, 60, 80)])
+    assert res.phase == "inconclusive"
+    note = res.summary()
+    assert note.startswith("errors=inconclusive; too little traffic to judge (errors: too little traffic to "
+                           "pass: 80 requests per revision, about ")
