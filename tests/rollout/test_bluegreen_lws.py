@@ -36,7 +36,7 @@ def test_lws_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env)
     assert out.result == "succeeded", out.message
     assert_blue_pool_narrowed(env, L.NAME)  # the LWS controller's name label on every pod (§a)
     assert env.green_weights() == [None, 0, 10, 50, 100]
-    assert_shares(seen, [10, 50, 100])
+    assert_shares(seen, [10, 50, 100], env)
     green = f"chat-{K.LwsBlueGreen(env.kube, NS).revision({'': env.docs('vllm:2')[0]})}"
     assert env.names(LWS) == [green]
     pools = env.kube.list(INFERENCE_POOL, NS)[0]
