@@ -307,7 +307,8 @@ class BlueGreenRollout:
             rec.analysis.extend(res.records)
             if not res.ok:
                 rec.result, rec.ended = "failed", self.clock.now()
-                raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): {res.detail}")
+                raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): readiness gate passed (green "
+                                  f"ready, baked {bake:g}s), then {res.detail}")
         rec.result, rec.ended = "passed", self.clock.now()
         self._step(f"stage-{k + 1}-passed")
         self._hold(st)

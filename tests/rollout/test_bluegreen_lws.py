@@ -53,6 +53,7 @@ def test_lws_blue_green_failing_check_shifts_back_and_deletes_green(env: Env) ->
     out = session.run(env.kube, session.clock_for(env.kube), session.parse_target("lws/chat", NS), opts,
                       manifest=env.manifest("vllm:2"), strategy="blue-green", weights=[50, 100])
     assert out.result == "rolled-back", out.message
+    assert "stage 1 (green 50%): readiness gate passed (green ready" in out.message  # issue 23
     assert env.green_weights() == [None, 0, 50, None]
     assert env.backend_refs() == only("chat")
     assert env.names(LWS) == ["chat"]
