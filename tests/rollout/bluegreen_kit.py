@@ -46,6 +46,7 @@ MODEL = "chat-model"
 BLUE = "sha256:" + "1" * 64
 GREEN = "sha256:" + "3" * 64  # as fast as blue
 SLOWER = "sha256:" + "2" * 64  # ready, but 40% slower TTFT
+LONG = "sha256:" + "4" * 64  # answers take ~5 s of wall time: requests still in flight at a rollback
 ROUTES = "httproutes.gateway.networking.k8s.io"
 POOLS = "inferencepools.inference.networking.k8s.io"
 REF = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
@@ -88,7 +89,7 @@ class Env:
             timings=Timings(pull_gbps=100.0, image_gb=0.1, cpu_image_gb=0.1, container_start_s=1.0,
                             weight_gb=0.0),
             images={BLUE: ImageProfile(ttft_s=0.045), GREEN: ImageProfile(ttft_s=0.045),
-                    SLOWER: ImageProfile(ttft_s=0.063)},
+                    SLOWER: ImageProfile(ttft_s=0.063), LONG: ImageProfile(ttft_s=5.0)},
             ds_writes_status=ds_writes_status)
         self.sim = EmbeddedCluster(tmp, cfg, speed=speed, engines=True,
                                    engine_options={"side_channel_port": 0}).start()
