@@ -257,6 +257,41 @@ def run(scenarios: list[str], rates: list[float], timescales: list[str], runs: i
             f"{time.monotonic() - t0:.0f} s")
 
 
+def _expected_buckets(median: float, p95: float, n: float) -> Buckets:
+    """``n`` requests of a log-normal profile, spread over the engine's buckets as expected counts."""
+    sigma = math.log(p95 / median) / Z95
+    cdf = [0.5 * math.erfc(-(math.log(le) - math.log(median)) / (sigma * math.sqrt(2)))
+           if math.isfinite(le) else 1.0 for le in BUCKETS]
+    return Buckets.of({le: n * c for le, c in zip(BUCKETS, cdf, strict=True)})
+
+
+def requests_table() -> str:
+    """Per built-in metric, the requests per revision an equal release needs to be shown within
+    tolerance (stats.POWER): the proportion mode at several base ratios, the histogram mode at the
+    stable profile above (its expected bucket counts), and the time that takes at each traffic level."""
+    from lwsflow.controller.analysis.stats import needed_scale, requests_to_judge
+
+    rows: list[tuple[str, float | None]] = [
+        (f"error-ratio / kv-transfer-failures (0.5 points), both at {r:.1%}", requests_to_judge(0.005, r))
+        for r in (0.0, 0.001, 0.01, 0.02)]
+    spec = spec_for(False, "production")
+    for name, (median, p95) in (("ttft-p95 (10%), TTFT 45 / 60 ms", (0.045, 0.060)),
+                                ("itl-p95 (10%), ITL 10 / 14 ms", (0.010, 0.014))):
+        metric = next(m for m in spec.metrics if m.name == name.split()[0])
+
+        def passes(k: float, median: float = median, p95: float = p95, metric: Metric = metric) -> bool:
+            b = _expected_buckets(median, p95, 10 * k)
+            return ev.judge(metric, b, b)[0] == "successful"
+        k = needed_scale(passes, 1e5)
+        rows.append((name, None if k is None else math.ceil(10 * k)))
+    out = ["| metric, equal revisions | requests per revision | at 1 req/s | at 10 req/s | at 50 req/s |",
+           "|---|---|---|---|---|"]
+    for name, n in rows:
+        times = " | ".join("-" if n is None else f"{n / r:.0f} s" for r in RATES)
+        out.append(f"| {name} | {'never' if n is None else n} | {times} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -269,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
     ap.add_argument("--timescales", default=",".join(TIMESCALES))
+    ap.add_argument("--requests-table", action="store_true",
+                    help="only print the requests an equal release needs per built-in metric")
     a = ap.parse_args(argv)
+    if a.requests_table:
+        print(requests_table())
+        return 0
     print(run(a.scenarios.split(","), [float(r) for r in a.rates.split(",")], a.timescales.split(","),
               a.runs, a.seed_base), flush=True)
     return 0
