@@ -3,8 +3,10 @@ query with ``{{args}}``, success/failure conditions, and an optional comparison 
 
 Semantics follow Argo Rollouts' AnalysisTemplate: ``count`` measurements ``interval`` apart; a
 measurement is failed when ``failureCondition`` holds, or when ``successCondition`` is set and does not
-hold; the metric fails when more than ``failureLimit`` measurements failed, and is inconclusive when more
-than ``inconclusiveLimit`` measurements could not be judged (no data, provider error).
+hold; the metric fails when more than ``failureLimit`` measurements failed, is in error after more than
+``consecutiveErrorLimit`` provider errors in a row, and is inconclusive when more than
+``inconclusiveLimit`` measurements could not be judged (no data); ``evaluate.py`` has the rest (no pass
+without evidence).
 """
 
 from __future__ import annotations

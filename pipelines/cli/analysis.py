@@ -2,7 +2,7 @@
 
 SPEC is a YAML file or a built-in template name (vllm, vllm-pd, sglang, sglang-pd). Each measurement
 prints one line as it is taken; the last line is the verdict. Exit 0 successful, 1 failed or
-inconclusive, 2 bad input.
+inconclusive or error (a provider that could not answer), 2 bad input.
 
 ``--revision auto`` reads the revisions from the API, as the rollout hook does: the new one is the
 leader StatefulSet's template hash, the stable one the other hash among the serving leader pods; it
