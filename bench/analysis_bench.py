@@ -1,5 +1,9 @@
 """Analysis benchmark: does the analysis gate pass good releases and stop bad ones, and how fast?
 
+``--power`` runs the power curve instead (``analysis_power.py``: per effect size, traffic level and
+timescale, in virtual time with the product's decision code); without it, the real-Prometheus
+end-to-end spot check below.
+
 Over seeded runs it prints:
 
 * **good releases wrongly failed** (target 0 of 50): a candidate with the stable profile;
