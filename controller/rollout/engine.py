@@ -293,8 +293,8 @@ class Rollout:
                                      warning=not res.ok)
                 if not res.ok:
                     # the gate's figures too: a failed stage's console line says it was ready
-                    raise StageFailed(f"stage {k + 1} hook failed after its readiness gate passed "
-                                      f"({rec.gate_detail}): {res.detail}")
+                    raise StageFailed(f"stage {k + 1} hook failed: {res.detail} (after its readiness gate "
+                                      f"passed: {rec.gate_detail})")
                 self._done_wall = time.monotonic()
         except StageFailed as exc:
             rec.result, rec.ended = "failed", self.clock.now()
