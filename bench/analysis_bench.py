@@ -1,5 +1,9 @@
 """Analysis benchmark: does the analysis gate pass good releases and stop bad ones, and how fast?
 
+``--power`` runs the power curve instead (``analysis_power.py``: per effect size, traffic level and
+timescale, in virtual time with the product's decision code); without it, the real-Prometheus
+end-to-end spot check below.
+
 Over seeded runs it prints:
 
 * **good releases wrongly failed** (target 0 of 50): a candidate with the stable profile;
@@ -303,6 +307,12 @@ def summarize(kinds: list[str], results: list[RunResult], json_path: str) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if "--power" in args:  # the power curve in virtual time (analysis_power.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import analysis_power
+
+        return analysis_power.main([a for a in args if a != "--power"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs per kind")
     ap.add_argument("--start", type=int, default=0,

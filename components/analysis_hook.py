@@ -122,7 +122,7 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
                     "role": t.role}
             seen = None if on_measurement is None else (lambda m, a=args: on_measurement(ctx, a, m))
             res = run_analysis(spec, args, provider_measure(prometheus_url, smoke), on_measurement=seen)
-            summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+            summary = res.summary()  # with a note when metrics were short of traffic
             details.append(f"analysis {res.phase}{' (' + who + ')' if who else ''} ({t.new} vs {stable}): "
                            f"{summary}")
             records += [{**m.as_dict(), "role": t.role} for m in res.measurements]
@@ -173,7 +173,7 @@ def _blue_green(spec: AnalysisSpec, kube: Kube, measure: Measure, prometheus: Pr
         args = {"revision": new, "stable_revision": stable, "namespace": ctx.namespace, "lws": green,
                 "stable_lws": blue, "role": role}
         res = run_analysis(spec, args, measure)
-        summary = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+        summary = res.summary()  # with a note when metrics were short of traffic
         details.append(f"{role} {res.phase} ({green} vs {blue}): {summary}")
         records.extend({"role": role, **m.as_dict()} for m in res.measurements)
         if res.phase != "successful":

@@ -139,3 +139,36 @@ def pod_endpoints(pods: list[dict], port: int) -> list[str]:
         if leader and status.get("phase") == "Running" and status.get("podIP"):
             out.append(f"http://{status['podIP']}:{port}")
     return sorted(out)
+
+
+class ServingPods:
+    """The running leader pods of ``selector`` in ``namespace`` as base URLs, each on its own serving
+    port (the ``lwsflow.io/serving-port`` annotation), re-read at most twice a second: the endpoints
+    of ``rollout --load`` without ``--load-url``. ``model()``: their ``lwsflow.io/served-model``."""
+
+    def __init__(self, list_pods: Callable[[], list[dict]]) -> None:
+        self._list = list_pods
+        self._at = -1.0
+        self._urls: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self) -> list[str]:
+        import time
+
+        from lwsflow.controller.api import labels as L
+
+        with self._lock:
+            if time.monotonic() - self._at > 0.5:
+                urls = []
+                for p in self._list():
+                    port = ((p.get("metadata") or {}).get("annotations") or {}).get(L.SERVING_PORT)
+                    if port:
+                        urls += pod_endpoints([p], int(port))
+                self._at, self._urls = time.monotonic(), sorted(urls)
+            return self._urls
+
+    def model(self) -> str:
+        from lwsflow.controller.api import labels as L
+
+        return next((m for p in self._list()
+                     if (m := ((p.get("metadata") or {}).get("annotations") or {}).get(L.SERVED_MODEL))), "")

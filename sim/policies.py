@@ -33,41 +33,23 @@ Jobs carry their expected duration and soft deadline as annotations (``EXPECTED_
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice, takewhile
 from typing import Protocol
 
+from lwsflow.controller.api import duration as api_duration
 from lwsflow.controller.errors import InvalidInput
 
 EXPECTED_DURATION = "scheduling.lwsflow.io/expected-duration"  # e.g. "30m", "1h30m", "3600"
 DEADLINE = "scheduling.lwsflow.io/deadline"  # soft deadline, relative to submission ("60m")
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 def parse_duration(value: object, field: str = "") -> float:
-    """Seconds from ``90``, ``"90"``, ``"30m"``, ``"1h30m"``, ``"1w"``; bad input names ``field``."""
-    if isinstance(value, bool):
-        raise InvalidInput(f"expected a duration, got {value!r}", field=field)
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = str(value).strip().replace(" ", "")
-        try:
-            seconds = float(text)
-        except ValueError:
-            parts = _PART.findall(text)
-            if not parts or "".join(n + u for n, u in parts) != text:
-                raise InvalidInput(
-                    f"expected a duration like 90, 30m, 1h30m or 2d, got {value!r}", field=field
-                ) from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidInput(f"duration must be finite and >= 0, got {value!r}", field=field)
-    return seconds
+    """Seconds from ``90``, ``"90"``, ``"30m"``, ``"1h30m"``, ``"2d"``: lwsflow's one duration grammar
+    (``controller/api/duration.py``, plain seconds allowed); bad input names ``field``."""
+    return api_duration.parse_duration(value, field, bare_seconds=True)
 
 
 def timing_from_annotations(annotations: dict[str, str]) -> tuple[float | None, float | None]:

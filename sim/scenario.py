@@ -17,13 +17,13 @@ until: {available: [demo], timeout: 6h}      # default: every object, 6h of virt
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import FieldError, InvalidInput, NotFound, ValidationFailed
 from lwsflow.sim import kinds
 from lwsflow.sim.cluster import Cluster, SimTimeout
@@ -32,22 +32,11 @@ from lwsflow.sim.faults import Fault, inject
 from lwsflow.sim.namespaces import namespace_defaults, require_namespace
 from lwsflow.sim.timeline import Timeline
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
 
 def parse_duration(value: object) -> float:
-    """Seconds from ``90``, ``"90s"``, ``"10m"``, ``"1.5h"``."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration like 90, 90s, 10m or 2h")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("must not be negative")
-        return float(value)
-    m = _DURATION.match(str(value))
-    if not m:
-        raise ValueError(f"invalid duration {value!r}: expected e.g. 90, 90s, 10m or 2h")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    """Seconds from ``90``, ``"90s"``, ``"10m"``, ``"1h30m"``: lwsflow's one duration grammar
+    (``controller/api/duration.py``, plain seconds allowed); ValueError for pydantic to name the field."""
+    return duration_seconds(value, bare_seconds=True)
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]

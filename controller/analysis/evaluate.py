@@ -2,10 +2,12 @@
 
 A measurement is ``failed`` when the failure condition holds, or the success condition is set and does
 not hold; ``successful`` when the success condition holds (or only a failure condition is set and it
-does not); ``inconclusive`` when a value it needs is missing (no samples yet, no baseline) or the
-provider failed. A metric fails once more than ``failureLimit`` measurements failed and is
-inconclusive when more than ``inconclusiveLimit`` were inconclusive; the analysis fails when any
-metric fails.
+does not); ``inconclusive`` when a value it needs is missing (no samples yet, no baseline) or, for
+the statistical modes, when the measurement had too little traffic to be shown within tolerance;
+``error`` when the provider could not answer. A metric fails once more than ``failureLimit``
+measurements failed, ends in error after more than ``consecutiveErrorLimit`` errors in a row, and is
+inconclusive when more than ``inconclusiveLimit`` were inconclusive; after ``count`` measurements it
+passes only if at least one was successful. The analysis fails when any metric fails.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Literal
 from lwsflow.controller.analysis import expr, stats
 from lwsflow.controller.analysis.spec import Metric
 
-Phase = Literal["successful", "failed", "inconclusive"]
+Phase = Literal["successful", "failed", "inconclusive", "error"]
 # a number, or the counts a statistical compare mode tests (proportion: Counts, histogram: Buckets)
 Observation = float | stats.Counts | stats.Buckets | None
 
@@ -55,9 +57,27 @@ def shown(metric: Metric, obs: Observation) -> float | None:
     return obs
 
 
+# how the detail of a measurement inconclusive for want of evidence begins (``short_of_traffic``)
+SHORT = ("too little traffic", "too few requests", "not shown within tolerance")
+
+
+def short_of_traffic(m: Measurement) -> bool:
+    """Inconclusive for want of evidence (more traffic decides it), not for a gap in the data."""
+    return m.phase == "inconclusive" and m.detail.startswith(SHORT)
+
+
+def _too_little(requests: float, scale: float | None) -> str:
+    """Why a measurement neither failed nor passed: the traffic it had, and what would have sufficed."""
+    if scale is None:
+        return f"not shown within tolerance on {requests:.4g} requests per revision"
+    return (f"too little traffic to pass: {requests:.4g} requests per revision, about "
+            f"{math.ceil(requests * scale):d} needed at these ratios")
+
+
 def _statistical(metric: Metric, value: Observation, baseline: Observation) -> tuple[Phase | None, str]:
-    """The test of a proportion / histogram compare: (failed or inconclusive, why), or (None, the
-    figures) when it passes."""
+    """The tests of a proportion / histogram compare: (failed or inconclusive, why), or (None, the
+    figures) when it passes. Passing needs evidence (``stats.POWER``): a measurement neither failed
+    nor shown within tolerance is inconclusive."""
     assert metric.compare is not None
     c = metric.compare
     if value is None or baseline is None:
@@ -65,19 +85,33 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation) -> t
     kind = stats.Counts if c.mode == "proportion" else stats.Buckets
     if not (isinstance(value, kind) and isinstance(baseline, kind)):
         return "inconclusive", f"mode {c.mode} needs counts, the provider gave a number"
+    beta = 1.0 - stats.POWER
     try:
         if isinstance(value, stats.Counts) and isinstance(baseline, stats.Counts):
             if value.total <= 0 or baseline.total <= 0:
                 return "inconclusive", "no requests in the window"
+            if c.guard is not None and (g := stats.guard_p_value(value, c.guard)) < c.alpha:
+                return "failed", (f"ratio above the absolute guard {c.guard:g} at alpha={c.alpha:g} "
+                                  f"({value.events:.4g}/{value.total:.4g}, p={g:.2g})")
             p = stats.proportion_p_value(value, baseline, c.tolerance)
+            pass_p = stats.proportion_pass_p_value(value, baseline, c.tolerance)
             detail = (f"{value.events:.4g}/{value.total:.4g} vs stable {baseline.events:.4g}/"
                       f"{baseline.total:.4g}, p={p:.2g}")
             requests = min(value.total, baseline.total)
+
+            def passes(k: float) -> bool:
+                assert isinstance(value, stats.Counts) and isinstance(baseline, stats.Counts)
+                return stats.proportion_pass_p_value(
+                    stats.Counts(value.events * k, value.total * k),
+                    stats.Counts(baseline.events * k, baseline.total * k), c.tolerance) < beta
         else:
             assert isinstance(value, stats.Buckets) and isinstance(baseline, stats.Buckets)
             test = stats.histogram_test(value, baseline, c.quantile, c.tolerance)
-            p, detail = test.p_value, test.detail()
+            p, pass_p, detail = test.p_value, test.pass_p_value, test.detail()
             requests = min(value.samples, baseline.samples)
+
+            def passes(k: float) -> bool:
+                return test.pass_p(k) < beta
     except ValueError as exc:
         return "inconclusive", str(exc)
     if p < c.alpha and requests < stats.MIN_REQUESTS:
@@ -86,14 +120,17 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation) -> t
                                 f"{detail})")
     if p < c.alpha:
         return "failed", f"worse than stable beyond tolerance at alpha={c.alpha:g} ({detail})"
+    if pass_p >= beta:
+        # no pass without evidence: this sample could not have caught a release worse by the tolerance
+        return "inconclusive", f"{_too_little(requests, stats.needed_scale(passes))} ({detail})"
     return None, detail
 
 
 def judge(metric: Metric, value: Observation, baseline: Observation = None,
           error: str = "") -> tuple[Phase, str]:
-    """The phase of one measurement and why."""
+    """The phase of one measurement and why; a provider that could not answer is an error."""
     if error:
-        return "inconclusive", error
+        return "error", error
     tested = ""
     if metric.compare and metric.compare.statistical:
         phase, tested = _statistical(metric, value, baseline)
@@ -119,20 +156,38 @@ def judge(metric: Metric, value: Observation, baseline: Observation = None,
 
 
 def metric_phase(metric: Metric, measurements: Iterable[Measurement]) -> Phase | None:
-    """The metric's verdict so far: failed/inconclusive once a limit is passed, else None (running)."""
+    """The metric's verdict so far: failed / error / inconclusive once a limit is passed, else None
+    (running). Measurements inconclusive for too little traffic do not count against
+    ``inconclusiveLimit`` (the counts accumulate over the analysis, so early ones are short by
+    design), but after ``count`` measurements a metric passes only when one was successful and the
+    last judged one was not short of traffic (no pass without evidence): otherwise it is in error
+    when every measurement was one, else inconclusive."""
     ms = [m for m in measurements if m.metric == metric.name]
     if sum(m.phase == "failed" for m in ms) > metric.failure_limit:
         return "failed"
-    if sum(m.phase == "inconclusive" for m in ms) > metric.inconclusive_limit:
+    run = 0
+    for m in ms:
+        run = run + 1 if m.phase == "error" else 0
+        if run > metric.consecutive_error_limit:
+            return "error"
+    if sum(m.phase == "inconclusive" and not short_of_traffic(m) for m in ms) > metric.inconclusive_limit:
         return "inconclusive"
-    return "successful" if len(ms) >= metric.count else None
+    if len(ms) < metric.count:
+        return None
+    judged = [m for m in ms if m.phase != "error"]
+    if not any(m.phase == "successful" for m in ms) or (judged and short_of_traffic(judged[-1])):
+        return "error" if not judged else "inconclusive"
+    return "successful"
 
 
 def overall(phases: Iterable[Phase | None]) -> Phase:
-    """Failed if any metric failed, else inconclusive if any was (or never finished), else successful."""
+    """Failed if any metric failed, else error if any was, else inconclusive if any was (or never
+    finished), else successful."""
     ps = list(phases)
     if "failed" in ps:
         return "failed"
+    if "error" in ps:
+        return "error"
     if "inconclusive" in ps or None in ps:
         return "inconclusive"
     return "successful"

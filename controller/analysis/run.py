@@ -38,6 +38,22 @@ class AnalysisResult:
         return {"phase": self.phase, "metrics": dict(self.metrics),
                 "measurements": [m.as_dict() for m in self.measurements]}
 
+    def traffic_note(self) -> str:
+        """What the console says when metrics ended short of traffic: per such metric, its last
+        measurement's traffic and what would have sufficed ("" when none did)."""
+        short = []
+        for name, phase in self.metrics.items():
+            judged = [m for m in self.measurements if m.metric == name and m.phase != "error"]
+            if phase != "successful" and judged and ev.short_of_traffic(judged[-1]):
+                short.append(f"{name}: {judged[-1].detail.split(' (')[0]}")
+        return ("too little traffic to judge (" + "; ".join(short) + ")") if short else ""
+
+    def summary(self) -> str:
+        """``metric=verdict, ...`` and the traffic note."""
+        text = ", ".join(f"{k}={v or 'not run'}" for k, v in self.metrics.items())
+        note = self.traffic_note()
+        return f"{text}; {note}" if note else text
+
 
 def provider_measure(prometheus: str | None, smoke: SmokeMeasure | None = None) -> Measure:
     """The real providers; ``prometheus`` is the default address for prometheus metrics, ``smoke``
@@ -129,15 +145,15 @@ def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
         try:
             value, baseline = measure(metric, margs)
             phase, detail = ev.judge(metric, value, baseline)
-        except ProviderError as exc:
-            phase, detail = "inconclusive", str(exc)
+        except ProviderError as exc:  # counted apart (consecutiveErrorLimit), never a pass
+            phase, detail = ev.judge(metric, None, error=str(exc))
         m = ev.Measurement(metric.name, i + 1, phase, ev.shown(metric, value), ev.shown(metric, baseline),
                            detail, clock() - t0)
         result.measurements.append(m)
         if on_measurement:
             on_measurement(m)
         result.metrics[metric.name] = ev.metric_phase(metric, result.measurements)
-        if result.metrics[metric.name] == "failed":
-            break  # Argo stops the analysis at the first failed metric
+        if result.metrics[metric.name] in ("failed", "error"):
+            break  # Argo stops the analysis at the first failed (or errored) metric
     result.phase = ev.overall(result.metrics.values())
     return result

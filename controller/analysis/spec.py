@@ -3,8 +3,10 @@ query with ``{{args}}``, success/failure conditions, and an optional comparison 
 
 Semantics follow Argo Rollouts' AnalysisTemplate: ``count`` measurements ``interval`` apart; a
 measurement is failed when ``failureCondition`` holds, or when ``successCondition`` is set and does not
-hold; the metric fails when more than ``failureLimit`` measurements failed, and is inconclusive when more
-than ``inconclusiveLimit`` measurements could not be judged (no data, provider error).
+hold; the metric fails when more than ``failureLimit`` measurements failed, is in error after more than
+``consecutiveErrorLimit`` provider errors in a row, and is inconclusive when more than
+``inconclusiveLimit`` measurements could not be judged (no data); ``evaluate.py`` has the rest (no pass
+without evidence).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +36,13 @@ ARGS = ("revision", "stable_revision", "namespace", "lws", "stable_lws", "role",
 _ARG_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # argument values end up inside PromQL label matchers and URLs: keep them to label-value-safe characters
 ARG_VALUE = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+# a proportion's tolerance at or above this is no test of a rare-event ratio (0.5 meant 50 points)
+PROPORTION_TOLERANCE_MAX = 0.1
+# the absolute guard of mode proportion: a ratio above this fails whatever the stable's (Argo's
+# failureCondition of the same name in spirit)
+DEFAULT_MAX_RATIO = 0.05
 
 
 def promql_duration(seconds: float) -> str:
@@ -120,12 +130,45 @@ class Compare(_Model):
     requests the observations come from, so the test counts requests, not tokens, as samples."""
 
     mode: Literal["relative", "absolute", "proportion", "histogram"] = "relative"
+    # relative / histogram: percent (10 or "10%"); proportion / absolute: in the value's own unit,
+    # for a ratio points of it (0.005 or "0.5%")
     tolerance: float = Field(ge=0)
     better: Literal["lower", "higher"] = "lower"  # latency and error ratios: lower is better
     alpha: float = Field(0.01, gt=0, lt=0.5)  # proportion / histogram: false-positive rate per measurement
     quantile: float = Field(0.95, gt=0, lt=1)  # histogram: the quantile the tolerance is about
     total: str = ""  # proportion: the query for the requests the events are among
     requests: str = ""  # histogram: the query for the requests behind per-token observations
+    # proportion: the absolute guard, a ratio no release may show whatever the stable's (0.05 or "5%")
+    max_ratio: float | None = Field(None, gt=0, le=1, alias="maxRatio")
+
+    @field_validator("tolerance", "max_ratio", mode="before")
+    @classmethod
+    def _percent(cls, v: object, info: ValidationInfo) -> object:
+        """``"0.5%"``: a ratio's points (0.005) for maxRatio and modes proportion / absolute; the
+        percent itself (10) where the tolerance is a percentage (relative, histogram)."""
+        if not isinstance(v, str) or not v.strip().endswith("%"):
+            return v
+        try:
+            number = float(v.strip()[:-1])
+        except ValueError:
+            raise ValueError(f"{v!r} is not a number or a percentage like \"0.5%\"") from None
+        mode = info.data.get("mode", "relative")
+        percent = info.field_name == "tolerance" and mode in ("relative", "histogram")
+        return number if percent else number / 100
+
+    @field_validator("tolerance")
+    @classmethod
+    def _meaningful(cls, v: float, info: ValidationInfo) -> float:
+        mode = info.data.get("mode", "relative")
+        if mode == "proportion" and not 0 < v < PROPORTION_TOLERANCE_MAX:
+            # 0 can never be shown (an equal release is never shown within it, so it never passes);
+            # 0.1 and above is no test of a rare-event ratio: `tolerance: 0.5` meant 50 points
+            raise ValueError(f"{v:g} is a ratio's points in mode proportion and must be above 0 and below "
+                             f"{PROPORTION_TOLERANCE_MAX:g}: write half a point as 0.005 or \"0.5%\"")
+        if mode == "histogram" and v <= 0:
+            raise ValueError("the percent slower allowed in mode histogram must be above 0 (an equally "
+                             "fast release is never shown within 0): e.g. 10 or \"10%\"")
+        return v
 
     @model_validator(mode="after")
     def _mode_fields(self) -> Compare:
@@ -142,9 +185,17 @@ class Compare(_Model):
             raise ValueError("alpha is only for modes proportion and histogram")
         if self.statistical and self.better != "lower":
             raise ValueError(f"mode {self.mode} compares where lower is better; better must be lower")
-        if self.mode == "proportion" and self.tolerance >= 1:
-            raise ValueError("tolerance of mode proportion is in points of a ratio (0.005 = 0.5 points)")
+        if self.mode != "proportion" and self.max_ratio is not None:
+            raise ValueError("maxRatio is only for mode proportion")
         return self
+
+    @property
+    def guard(self) -> float | None:
+        """The absolute guard of a proportion (default ``DEFAULT_MAX_RATIO``; 1 switches it off)."""
+        if self.mode != "proportion":
+            return None
+        bound = DEFAULT_MAX_RATIO if self.max_ratio is None else self.max_ratio
+        return None if bound >= 1 else bound
 
     @property
     def statistical(self) -> bool:
@@ -177,6 +228,8 @@ class Metric(_Model):
     count: int = Field(1, ge=1, le=1000)
     failure_limit: int = Field(0, ge=0, alias="failureLimit")
     inconclusive_limit: int = Field(0, ge=0, alias="inconclusiveLimit")
+    # provider errors in a row beyond this end the metric in error (Argo Rollouts' default 4)
+    consecutive_error_limit: int = Field(4, ge=0, alias="consecutiveErrorLimit")
     initial_delay: float = Field(0.0, ge=0, alias="initialDelay", json_schema_extra=_DURATION_SCHEMA)
 
     @field_validator("interval", "initial_delay", mode="before")

@@ -28,19 +28,36 @@ Two tests, each one-sided with a stated false-positive rate ``alpha`` per measur
   tokens share its latency, so they are not independent samples: ``Buckets.requests`` (the requests
   the observations come from) scales the counts down to requests (a design effect of
   observations/requests), which keeps the p-value honest.
-* **Minimum evidence**: with fewer than ``MIN_REQUESTS`` requests in either revision a measurement
-  cannot fail (``evaluate.py`` makes it inconclusive): a single stall is a large share of a few.
+* **Minimum evidence to fail**: with fewer than ``MIN_REQUESTS`` requests in either revision a
+  measurement cannot fail on the comparison (``evaluate.py`` makes it inconclusive): a single stall is
+  a large share of a few.
+* **Evidence to pass** (no pass without evidence): a measurement passes only when its sample was
+  large enough to have caught the effect the tolerance names, with power ``POWER`` (80%). The
+  comparison's mirror test does this on the data: the new revision passes when a one-sided test at
+  ``1 - POWER`` rejects "it is worse than the stable by the tolerance or more" (proportion: its
+  ratio at least the stable's plus ``tolerance``; histogram: its share above ``b`` at least the
+  stable's above ``b / (1 + tolerance)``, at the boundary ``b`` about the quantile). A release worse
+  by exactly the tolerance is then held back in at least 80% of measurements, at any traffic; a
+  measurement neither failed nor shown within tolerance is inconclusive (too little traffic).
+  ``needed_scale`` says how many times the requests seen would have sufficed at the same ratios,
+  ``requests_to_judge`` the requests per revision an equal release needs (docs/analysis.md's table).
+* **Absolute guard** (``guard_p_value``): a ratio far above any sane level fails whatever the
+  stable's: an exact one-sided binomial test of "the ratio is at most ``bound``" at ``alpha``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 # the stable's quantile whose bucket's upper bound is the lowest boundary a histogram test may use
 BODY_QUANTILE = 0.75
-# fewer requests than this in either revision: a statistical measurement may pass, not fail
+# fewer requests than this in either revision: a statistical measurement cannot fail on the comparison
 MIN_REQUESTS = 30.0
+# the share of releases worse by exactly the tolerance that a passing measurement must have caught
+POWER = 0.8
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,70 @@ def proportion_p_value(new: Counts, stable: Counts, margin: float = 0.0) -> floa
     return 0.0 if var <= 0 else norm_sf(diff / math.sqrt(var))
 
 
+def proportion_pass_p_value(new: Counts, stable: Counts, margin: float) -> float:
+    """One-sided p-value of "new's ratio is at least stable's ratio + margin" (the mirror of
+    ``proportion_p_value``). Small: the data show the new one within the margin. With no margin an
+    equal release never shows it (the continuity correction keeps the p-value at 1)."""
+    return proportion_p_value(stable, new, -margin)
+
+
+def guard_p_value(new: Counts, bound: float) -> float:
+    """Exact one-sided binomial p-value of "new's ratio is at most ``bound``" (the absolute guard).
+    Counts from ``increase()`` are extrapolated, so not whole: the events are rounded down and the
+    total to the nearest, which keeps the test conservative."""
+    k, n = math.floor(max(new.events, 0.0)), max(round(new.total), 0)
+    n = max(n, k)
+    if k <= 0 or bound >= 1:
+        return 1.0
+    if bound <= 0:
+        return 0.0
+    if k <= n * bound:
+        return 1.0  # at or below the expected count: no evidence against the bound
+    # P(X >= k) for X ~ Binomial(n, bound): terms fall from k on (k is above the mode)
+    log_p, log_q = math.log(bound), math.log1p(-bound)
+    total, i = 0.0, k
+    while i <= n:
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                        + i * log_p + (n - i) * log_q)
+        total += term
+        if term < 1e-17 * total:
+            break
+        i += 1
+    return min(1.0, total)
+
+
+def z_of(p: float) -> float:
+    """The standard normal's upper ``p`` quantile (``norm_sf(z_of(p)) == p``)."""
+    return NormalDist().inv_cdf(1.0 - p)
+
+
+def needed_scale(passes: Callable[[float], bool], limit: float = 1e4) -> float | None:
+    """The smallest factor k (>= 1) by which the requests seen, at the same ratios, would pass
+    (``passes(k)``); None when no factor up to ``limit`` does (the ratios are not within tolerance)."""
+    if passes(1.0):
+        return 1.0
+    if not passes(limit):
+        return None
+    lo, hi = 1.0, limit
+    while hi / lo > 1.02:
+        mid = math.sqrt(lo * hi)
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def requests_to_judge(tolerance: float, ratio: float, power: float = POWER) -> float | None:
+    """Proportion mode: the requests per revision at which an equal release (both at ``ratio``)
+    passes on its expected counts, i.e. shows at ``1 - power`` that it is within ``tolerance``."""
+    def passes(n: float) -> bool:
+        c = Counts(ratio * n, n)
+        return proportion_pass_p_value(c, c, tolerance) < 1.0 - power
+    k = needed_scale(passes, 1e7)
+    return None if k is None else math.ceil(k)
+
+
 @dataclass(frozen=True)
 class HistogramTest:
     p_value: float
@@ -166,6 +247,17 @@ class HistogramTest:
     stable_share: float
     new_quantile: float | None
     stable_quantile: float | None
+    # the mirror test at the boundary about the quantile: small when the new revision's share above
+    # it is shown below the stable's above its reference point (within tolerance)
+    pass_p_value: float = 1.0
+    samples: tuple[float, float] = (0.0, 0.0)  # (new, stable) independent samples
+    pass_shares: tuple[float, float] = (0.0, 0.0)  # (new, stable) shares the mirror test compares
+
+    def pass_p(self, scale: float = 1.0) -> float:
+        """The mirror test on ``scale`` times the samples (``needed_scale``)."""
+        n1, n0 = self.samples[0] * scale, self.samples[1] * scale
+        (s1, s0) = self.pass_shares
+        return proportion_pass_p_value(Counts(s1 * n1, n1), Counts(s0 * n0, n0), 0.0)
 
     def detail(self) -> str:
         return (f"share above {self.boundary:g}s: new {self.new_share:.3f} vs stable "
@@ -180,7 +272,7 @@ def _share_test(new: Buckets, stable: Buckets, b: float, scale: float, quantile:
     n1, n0 = new.samples, stable.samples
     p = proportion_p_value(Counts(new_share * n1, n1), Counts(stable_share * n0, n0))
     return HistogramTest(p, b, reference, new_share, stable_share, new.quantile(quantile),
-                         stable.quantile(quantile))
+                         stable.quantile(quantile), samples=(n1, n0), pass_shares=(new_share, stable_share))
 
 
 def histogram_test(new: Buckets, stable: Buckets, quantile: float, tolerance_pct: float) -> HistogramTest:
@@ -206,4 +298,7 @@ def histogram_test(new: Buckets, stable: Buckets, quantile: float, tolerance_pct
     chosen = candidates[body:top + 1] or [candidates[max(top, body)]]
     tests = [_share_test(new, stable, b, scale, quantile) for b in chosen]
     best = min(tests, key=lambda t: t.p_value)
-    return replace(best, p_value=min(1.0, best.p_value * len(tests)))
+    # passing is about the quantile the tolerance names: the boundary at the top of the range
+    about = tests[-1]
+    return replace(best, p_value=min(1.0, best.p_value * len(tests)), pass_shares=about.pass_shares,
+                   pass_p_value=about.pass_p())

@@ -76,7 +76,7 @@ class AnalysisRecorder:
             self.cur = ast.finished(cur, ctx.stage, phases, phase, res.detail, state.iso(self.now()))
             self._write()
         self.events.emit(self.policy, f"Analysis{phase}", f"stage {ctx.stage}: {res.detail}"[:1000],
-                         warning=phase in ("Failed", "Inconclusive"))
+                         warning=phase in ("Failed", "Inconclusive", "Error"))
 
     def _write(self) -> None:
         meta = self.policy["metadata"]

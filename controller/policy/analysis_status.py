@@ -15,7 +15,8 @@ from lwsflow.controller.analysis.evaluate import Measurement, Phase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.policy.model import ANALYSIS_MEASUREMENTS_LIMIT, ANALYSIS_VERDICTS_LIMIT
 
-VERDICT = {"successful": "Successful", "failed": "Failed", "inconclusive": "Inconclusive"}
+VERDICT = {"successful": "Successful", "failed": "Failed", "inconclusive": "Inconclusive",
+           "error": "Error"}
 
 
 def begin(old: Obj | None, rollout_id: str, stage: int, revision: str, stable: str, now: str) -> Obj:
@@ -33,7 +34,7 @@ def measured(cur: Obj, stage: int, m: Measurement, now: str) -> Obj:
     entry = next((x for x in metrics if x.get("name") == m.metric), None)
     if entry is None:
         entry = {"name": m.metric, "phase": "", "successful": 0, "failed": 0, "inconclusive": 0,
-                 "measurements": []}
+                 "error": 0, "measurements": []}
         metrics.append(entry)
     entry[m.phase] = int(entry.get(m.phase) or 0) + 1
     rec: dict[str, Any] = {"stage": stage, "index": m.index, "phase": m.phase, "detail": m.detail[:300],
@@ -48,7 +49,7 @@ def measured(cur: Obj, stage: int, m: Measurement, now: str) -> Obj:
 
 def finished(cur: Obj, stage: int, metric_phases: dict[str, Phase | None], phase: str, message: str,
              now: str) -> Obj:
-    """``cur`` with the stage's verdict (``phase``: Successful, Failed, Inconclusive or Skipped)."""
+    """``cur`` with the stage's verdict (``phase``: Successful, Failed, Inconclusive, Error or Skipped)."""
     # a metric without a verdict was cut short (the analysis stops at the first failed metric); a
     # skipped stage measured nothing and leaves the last verdicts as they were
     metrics = [x if phase == "Skipped" else {**x, "phase": metric_phases.get(x["name"]) or "undecided"}

@@ -245,7 +245,7 @@ class AnalysisMeasurementStatus(_Model):
 
     stage: int
     index: int
-    phase: Literal["successful", "failed", "inconclusive"]
+    phase: Literal["successful", "failed", "inconclusive", "error"]
     value: float | None = None
     baseline: float | None = None
     detail: str = ""
@@ -260,13 +260,14 @@ class AnalysisMetricStatus(_Model):
     successful: int = 0
     failed: int = 0
     inconclusive: int = 0
+    error: int = 0  # provider errors
     measurements: list[AnalysisMeasurementStatus] = Field(default_factory=list,
                                                           max_length=ANALYSIS_MEASUREMENTS_LIMIT)
 
 
 class AnalysisVerdict(_Model):
     stage: int
-    phase: Literal["Successful", "Failed", "Inconclusive", "Skipped"]
+    phase: Literal["Successful", "Failed", "Inconclusive", "Error", "Skipped"]
     revision: str = ""
     stableRevision: str = ""
     message: str = ""

@@ -36,12 +36,12 @@ from collections.abc import Callable
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, OperationFailed
+from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.controller.rollout import capacity, gate, state
+from lwsflow.controller.rollout import capacity, drain, gate, state
 from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen, delete_if_present, exists
 from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
@@ -307,7 +307,8 @@ class BlueGreenRollout:
             rec.analysis.extend(res.records)
             if not res.ok:
                 rec.result, rec.ended = "failed", self.clock.now()
-                raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): {res.detail}")
+                raise StageFailed(f"stage {k + 1} (green {st.weights[k]}%): readiness gate passed (green "
+                                  f"ready, baked {bake:g}s), then {res.detail}")
         rec.result, rec.ended = "passed", self.clock.now()
         self._step(f"stage-{k + 1}-passed")
         self._hold(st)
@@ -325,7 +326,7 @@ class BlueGreenRollout:
         assert st.green is not None and st.blue is not None
         if st.fold_back:
             return self._fold_back(st)
-        self.clock.sleep(DRAIN_S)
+        self._drain(st.blue.pool)
         self.k.delete(st.blue)
         self._delete(INFERENCE_POOL, st.blue.pool)
         self._step("blue-deleted")
@@ -347,7 +348,7 @@ class BlueGreenRollout:
         if self.opts.no_rollback:
             self._write_phase(st, P.FAILED, f"{reason} (green kept for inspection: --no-rollback)")
             return self._end(st)
-        self.clock.sleep(DRAIN_S)
+        self._drain(st.green.pool)
         self.k.delete(st.green)
         self._delete(INFERENCE_POOL, st.green.pool)
         self._step("green-deleted")
@@ -414,7 +415,7 @@ class BlueGreenRollout:
         self._event("WeightsShifted", f"every request back on blue {st.blue.pool} (folded back, on the new "
                     "template)")
         self._step("route-restored")
-        self.clock.sleep(DRAIN_S)
+        self._drain(st.green.pool)
         for role in reversed(P.ROLES):
             self._delete(LWS, st.green.lws[role])
         self._delete(INFERENCE_POOL, st.green.pool)
@@ -505,6 +506,19 @@ class BlueGreenRollout:
         self.kube.merge_patch(LWS, self.ns, name, patch, field_manager=L.FIELD_MANAGER)
 
     # -- I/O helpers ---------------------------------------------------------------------------------
+    def _drain(self, pool: str) -> None:
+        """``DRAIN_S`` cluster seconds, then until the engines behind ``pool`` (no traffic any more)
+        have finished the requests they took (``drain.py``)."""
+        self.clock.sleep(DRAIN_S)
+        try:
+            urls = drain.serving_urls(self.kube, self.ns, pool)
+        except NotFound:
+            return
+        busy = drain.wait_idle(urls)
+        if busy:
+            self._event("DrainIncomplete", f"pool {pool}: {sum(busy.values()):g} request(s) still in flight "
+                        f"after {drain.WALL_LIMIT_S:g}s of drain; deleting anyway", warning=True)
+
     def _write(self, st: P.BlueGreenState, rules: list[Obj] | None) -> None:
         self.route = self.kube.merge_patch(HTTP_ROUTE, self.ns, self.route["metadata"]["name"],
                                            P.route_patch(self.route, st, rules),

@@ -160,10 +160,19 @@ def _gpu(pod_spec: Obj) -> int:
     return total
 
 
+def _node_gpus(node: Obj) -> int:
+    try:
+        return int(str(((node.get("status") or {}).get("allocatable") or {}).get(L.GPU_RESOURCE, 0)) or 0)
+    except ValueError:
+        return 0
+
+
 def _eligible(node: Obj, pod_spec: Obj) -> bool:
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
     if spec.get("unschedulable"):
         return False
+    if _gpu(pod_spec) > 0 and _node_gpus(node) <= 0:
+        return False  # a CPU node is no place for a GPU pod, whatever its labels and taints
     conds = (node.get("status") or {}).get("conditions") or []
     if any(c.get("type") == "Ready" and c.get("status") != "True" for c in conds):
         return False
@@ -314,7 +323,12 @@ class _Pool:
                 self.free[n] += g
 
     def eligible(self, specs: list[Obj]) -> dict[str, int]:
-        return {n: f for n, f in self.free.items() if specs and _eligible(self.nodes[n], specs[0])}
+        """Free GPUs of the nodes that may hold the group's pods (its first GPU pod decides; a group
+        without GPUs: its leader)."""
+        if not specs:
+            return {}
+        spec = next((s for s in specs if _gpu(s) > 0), specs[0])
+        return {n: f for n, f in self.free.items() if _eligible(self.nodes[n], spec)}
 
 
 def simulate(plans: list[Plan], nodes: list[Obj], pods: list[Obj]) -> CapacityReport:

@@ -292,7 +292,9 @@ class Rollout:
                     self.events.emit(self.obj, "AnalysisRun", f"stage {k + 1}: {res.detail}"[:1000],
                                      warning=not res.ok)
                 if not res.ok:
-                    raise StageFailed(f"stage {k + 1} hook failed: {res.detail}")
+                    # the gate's figures too: a failed stage's console line says it was ready
+                    raise StageFailed(f"stage {k + 1} hook failed: {res.detail} (after its readiness gate "
+                                      f"passed: {rec.gate_detail})")
                 self._done_wall = time.monotonic()
         except StageFailed as exc:
             rec.result, rec.ended = "failed", self.clock.now()

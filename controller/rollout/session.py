@@ -73,6 +73,10 @@ def clock_for(kube: Kube) -> Clock:
     return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
+# the suffix a blue-green gives a pair's name (bluegreen_plan.revision: 8 hex)
+_REV_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
+
+
 def load_manifests(path: str | Path, target: Target) -> dict[str, Obj]:
     """The target's documents from ``--manifest``: {"": obj} or, for a pair, {"decode": .., "prefill": ..}."""
     p = Path(path)
@@ -81,18 +85,20 @@ def load_manifests(path: str | Path, target: Target) -> dict[str, Obj]:
     docs = [d for d in load_yaml_documents(p) if isinstance(d, dict)]
     kind = KIND_OF[target.kind]
     out: dict[str, Obj] = {}
-    for d in docs:
-        if d.get("kind") != kind:
-            continue
-        meta = d.get("metadata") or {}
-        if meta.get("namespace") not in (None, target.namespace):
-            continue
-        if target.kind == "pair":
-            labels = meta.get("labels") or {}
-            if labels.get(L.PD_PAIR) == target.name and labels.get(L.ROLE) in ROLES:
-                out[labels[L.ROLE]] = d
-        elif meta.get("name") == target.name:
-            out[""] = d
+    # a blue-green renames a pair <base>-<rev>; Git's manifest keeps the pair's first name, which the
+    # next blue-green of pair/<base>-<rev> takes too (an exact match wins)
+    names = [target.name, *([base] if (base := _REV_SUFFIX.sub("", target.name)) != target.name else [])]
+    for name in names if target.kind == "pair" else [target.name]:
+        for d in docs:
+            meta = d.get("metadata") or {}
+            if d.get("kind") != kind or meta.get("namespace") not in (None, target.namespace):
+                continue
+            if target.kind == "pair":
+                labels = meta.get("labels") or {}
+                if labels.get(L.PD_PAIR) == name and labels.get(L.ROLE) in ROLES:
+                    out.setdefault(labels[L.ROLE], d)
+            elif meta.get("name") == name:
+                out[""] = d
     want = set(ROLES) if target.kind == "pair" else {""}
     if set(out) != want:
         raise InvalidInput(f"no {kind} for {target} in the file" + (

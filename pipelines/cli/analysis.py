@@ -2,7 +2,7 @@
 
 SPEC is a YAML file or a built-in template name (vllm, vllm-pd, sglang, sglang-pd). Each measurement
 prints one line as it is taken; the last line is the verdict. Exit 0 successful, 1 failed or
-inconclusive, 2 bad input.
+inconclusive or error (a provider that could not answer), 2 bad input.
 
 ``--revision auto`` reads the revisions from the API, as the rollout hook does: the new one is the
 leader StatefulSet's template hash, the stable one the other hash among the serving leader pods; it
@@ -74,7 +74,7 @@ def run(
     if json_out:
         print(json.dumps(res.as_dict(), sort_keys=True))
     else:
-        verdict = ", ".join(f"{k}={v or 'not run'}" for k, v in res.metrics.items())
+        verdict = res.summary()
         if revision == "auto" and res.measurements:  # a check's last line is all its caller reports
             last = res.measurements[-1]
             seen = (f"value={last.value:.4g} stable={last.baseline:.4g}"

@@ -120,6 +120,12 @@ def run(
     = "partition",
     weights: Annotated[str | None, typer.Option(help="blue-green: green's traffic percent per stage "
                                                 "[default: 10,50,100]")] = None,
+    load: Annotated[float | None, typer.Option("--load", help="send this many requests a second of seeded "
+                                               "traffic while the rollout runs, so --analysis has "
+                                               "requests to judge (docs/analysis.md)")] = None,
+    load_url: Annotated[str | None, typer.Option("--load-url", help="where --load sends: the model's "
+                                                 "gateway (default for an LWS: its serving leader pods; "
+                                                 "a pair, a DS and blue-green need one)")] = None,
 ) -> int:
     """Start a rollout (or continue the one in progress after a crash).
 
@@ -142,15 +148,57 @@ def run(
         raise InvalidInput("must be greater than 0", field="deadline")
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
     spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
+    _check_load(load, load_url, tgt, strategy)
     _pd_probe_options(opts, tgt, manifest, pd_probe, on_incompatible)
     kube, clock = _connect(kubeconfig)
     if pd_probe:
         from lwsflow.components.pd_probe import pd_probe as make_probe
 
         opts.pd_probe = make_probe(kube)
-    with _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
+    with _load(load, load_url, kube, tgt), _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
         return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
                      strategy=strategy, weights=weight_list)
+
+
+def _check_load(load: float | None, url: str | None, tgt: Target, strategy: str) -> None:
+    from lwsflow.controller.errors import InvalidInput
+
+    if load is None:
+        if url is not None:
+            raise InvalidInput("only used with --load", field="--load-url")
+        return
+    if not load > 0:
+        raise InvalidInput(f"must be greater than 0, got {load:g}", field="--load")
+    if url is None and (tgt.kind != "lws" or strategy == "blue-green"):
+        raise InvalidInput("give --load-url (the model's gateway): only an LWS rolled in place is sent "
+                           "to its pods directly (a pair needs prefill before decode, blue-green the "
+                           "route's weights)", field="--load-url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"must be an http(s) URL, got {url!r}", field="--load-url")
+
+
+@contextlib.contextmanager
+def _load(load: float | None, url: str | None, kube: Kube, tgt: Target) -> Iterator[None]:
+    """Seeded traffic (``components.loadgen``) for the rollout's duration; nothing without ``load``.
+    The model is the target's pods' served-model annotation."""
+    if load is None:
+        yield
+        return
+    from lwsflow.components.loadgen import LoadGenerator, LoadSpec, ServingPods
+    from lwsflow.controller.api import labels as L
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.kube.resources import POD
+
+    label = {"lws": L.NAME, "pair": L.PD_PAIR, "ds": L.DS_NAME}[tgt.kind]
+    pods = ServingPods(lambda: kube.list(POD, tgt.namespace, label_selector=f"{label}={tgt.name}")[0])
+    model = pods.model()
+    if not model:
+        raise InvalidInput(f"no pod of {tgt} carries {L.SERVED_MODEL} (the model to ask for)", field="--load")
+    gen = LoadGenerator(LoadSpec(model=model, rate=load, seed=0),
+                        (lambda: [url]) if url else pods)
+    with gen:
+        yield
+    print(f"load: {gen.stats.sent} requests sent, {gen.stats.ok} ok, {gen.stats.errors} failed")
 
 
 @contextlib.contextmanager

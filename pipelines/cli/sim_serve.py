@@ -58,6 +58,11 @@ def serve(
                      help="Also start the stand-in llm-d router (proxy + endpoint picker + decode sidecars) "
                      "for the cluster's InferencePools on 127.0.0.1, and print its URL (docs/llm-d.md)."),
     ] = False,
+    router_port: Annotated[
+        int,
+        typer.Option("--router-port", help="The router's port on 127.0.0.1 (0: a free one; the URL is "
+                     "printed either way)."),
+    ] = 0,
     pd_threshold: Annotated[
         int,
         typer.Option("--pd-threshold", help="The router's P/D decider: disaggregate when the prompt's "
@@ -84,6 +89,10 @@ def serve(
         raise InvalidInput(f"must be >= 0, got {duration:g}", field="--duration")
     if pd_threshold < 0:
         raise InvalidInput(f"must be >= 0, got {pd_threshold}", field="--pd-threshold")
+    if not 0 <= router_port <= 65535:
+        raise InvalidInput(f"must be between 0 and 65535, got {router_port}", field="--router-port")
+    if router_port and not router:
+        raise InvalidInput("is for the router: add --router", field="--router-port")
     if router and not engines:
         raise InvalidInput("the router needs the stand-in engines: drop --no-engines", field="--router")
     if config is not None and catalog is not None:
@@ -111,8 +120,14 @@ def serve(
     if router:
         from lwsflow.sim.router import start_router
 
-        proxy = start_router(sim.store, non_cached_tokens=pd_threshold,
-                             on_route=lambda r: print(r.line(), flush=True))
+        try:
+            proxy = start_router(sim.store, non_cached_tokens=pd_threshold, port=router_port,
+                                 on_route=lambda r: print(r.line(), flush=True))
+        except OSError as exc:
+            sim.close()
+            sim.kubeconfig.unlink(missing_ok=True)  # nothing half-written: the cluster never served
+            raise InvalidInput(f"cannot listen on 127.0.0.1:{router_port}: {exc.strerror}",
+                               field="--router-port") from None
     done = threading.Event()
     previous = (
         signal.signal(signal.SIGTERM, lambda *_: done.set())

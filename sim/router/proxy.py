@@ -52,7 +52,7 @@ class Router:
 
     def __init__(self, store: Store, *, non_cached_tokens: int = epp.DEFAULT_NON_CACHED_TOKENS,
                  timeout_s: float = 60.0, on_route: Callable[[Route], None] | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, port: int = 0) -> None:
         self.store = store
         self._rng = random.Random(seed)  # HTTPRoute weight draws and EPP ties (seeded: reproducible)
         self.non_cached_tokens = non_cached_tokens
@@ -61,7 +61,7 @@ class Router:
         self.routes: deque[Route] = deque(maxlen=1000)
         self._sidecars: dict[tuple[str, int], RoutingSidecar] = {}
         self._lock = threading.Lock()
-        self._httpd = QuietThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd = QuietThreadingHTTPServer(("127.0.0.1", port), _Handler)  # 0: a free port
         self._httpd.router = self  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},

@@ -5,6 +5,7 @@ at the first stage (rolled back); a release as fast as the stable one passes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,37 @@ def test_resume_takes_the_analysis_again(env: Env, tmp_path: Path) -> None:
     first = report["stages"][0]
     assert [m["phase"] for m in first["analysis"]] == ["failed", "failed"], first
     assert "analysis failed" in first["hooks"][-1]
+
+
+def test_rollout_load_sends_the_traffic_the_analysis_judges(env: Env, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`rollout run --load RPS` (issue 23: `rollout --analysis` sent none): seeded traffic to the LWS's
+    serving leader pods for the rollout's length, so an equally fast release's analysis has requests
+    to judge and passes; without traffic every window is empty (no data) and the stage rolls back."""
+    env.create_ready(STABLE)
+    mf, spec, rep = tmp_path / "new.yaml", tmp_path / "analysis.yaml", tmp_path / "report.json"
+    mf.write_text(yaml.safe_dump(env.manifest(SAME)))
+    spec.write_text(yaml.safe_dump(SPEC))
+    common = ["rollout", "run", "lws/llama", "-n", "default", "--kubeconfig", str(env.sim.kubeconfig),
+              "--manifest", str(mf), "--stages", "1,100%", "--analysis", str(spec), "--prometheus", "local"]
+    # bad input first, nothing written
+    assert main([*common, "--load", "0"]) == 2
+    assert main([*common, "--load-url", "http://127.0.0.1:1"]) == 2
+    assert "--load-url: only used with --load" in capsys.readouterr().err
+    rc = main([*common, "--load", "40", "--report", str(rep)])
+    out = capsys.readouterr().out
+    report = json.loads(rep.read_text())
+    assert rc == 0 and report["result"] == "succeeded", report["stages"]
+    phases = [m["phase"] for m in report["stages"][0]["analysis"]]
+    assert "inconclusive" not in phases and phases.count("successful") >= 2, phases
+    assert re.search(r"load: \d+ requests sent, \d+ ok", out), out
+
+
+@pytest.mark.parametrize("extra", [["pair/x"], ["lws/x", "--strategy", "blue-green", "--manifest", "m.yaml"]])
+def test_load_needs_a_gateway_for_pairs_and_blue_green(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      extra: list[str]) -> None:
+    """A pair's requests need prefill before decode and a blue-green's the route's weights: --load
+    sends to the pods directly only for an LWS rolled in place."""
+    rc = main(["rollout", "run", *extra, "--kubeconfig", str(tmp_path / "none"), "--load", "5"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: --load-url: give --load-url")

@@ -57,9 +57,11 @@ STABLE_H = Buckets.of({0.04: 25.0, 0.06: 95.0, 0.08: 100.0, math.inf: 100.0})
 
 
 @pytest.mark.parametrize(("kw", "value", "baseline", "want", "shown"), [
-    # 15 of 300 errors against none: failed; 2 of 300 (inside 0.5 points): successful
+    # 15 of 300 errors against none: failed; 1 of 1000 (inside 0.5 points, on enough requests to
+    # show it): successful; 2 of 300: not enough requests to show it (inconclusive)
     (PROPORTION, Counts(15, 300), Counts(0, 300), "failed", 0.05),
-    (PROPORTION, Counts(2, 300), Counts(0, 300), "successful", 2 / 300),
+    (PROPORTION, Counts(1, 1000), Counts(0, 1000), "successful", 1 / 1000),
+    (PROPORTION, Counts(2, 300), Counts(0, 300), "inconclusive", 2 / 300),
     (PROPORTION, Counts(0, 0), Counts(0, 300), "inconclusive", None),
     (PROPORTION, None, Counts(0, 300), "inconclusive", None),
     (PROPORTION, Counts(1, 300), None, "inconclusive", 1 / 300),
@@ -79,9 +81,9 @@ def test_judge_statistical_modes(kw: dict[str, Any], value: Any, baseline: Any, 
         assert "alpha=0.01" in detail and "p=" in detail
 
 
-def test_provider_error_is_inconclusive() -> None:
+def test_provider_error_is_an_error() -> None:
     got = ev.judge(metric(successCondition="result < 1"), 0.1, error="timeout")
-    assert got == ("inconclusive", "timeout")
+    assert got == ("error", "timeout")
 
 
 @pytest.mark.parametrize(("doc", "field", "msg"), [
@@ -107,7 +109,8 @@ def test_provider_error_is_inconclusive() -> None:
     ({"metrics": [{"name": "m", "provider": {"smoke": {}}, "compare": {"tolerance": 1}}]}, "metrics.0",
      "compare needs the prometheus"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
-                   "compare": {"mode": "proportion", "tolerance": 0}}]}, "metrics.0.compare", "needs total"),
+                   "compare": {"mode": "proportion", "tolerance": 0.005}}]}, "metrics.0.compare",
+     "needs total"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
                    "compare": {"mode": "relative", "tolerance": 0, "total": Q}}]}, "metrics.0.compare",
      "total is only for mode proportion"),
@@ -115,19 +118,19 @@ def test_provider_error_is_inconclusive() -> None:
                    "compare": {"mode": "absolute", "tolerance": 0, "alpha": 0.05}}]}, "metrics.0.compare",
      "alpha is only for modes proportion and histogram"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
-                   "compare": {"mode": "proportion", "total": Q, "tolerance": 0, "quantile": 0.9}}]},
+                   "compare": {"mode": "proportion", "total": Q, "tolerance": 0.005, "quantile": 0.9}}]},
      "metrics.0.compare", "quantile is only for mode histogram"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
                    "compare": {"mode": "histogram", "tolerance": 10, "better": "higher"}}]},
      "metrics.0.compare", "better must be lower"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
                    "compare": {"mode": "proportion", "total": Q, "tolerance": 5}}]},
-     "metrics.0.compare", "points of a ratio"),
+     "metrics.0.compare.tolerance", "a ratio's points"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
                    "compare": {"mode": "histogram", "tolerance": 10, "alpha": 0.7}}]},
      "metrics.0.compare.alpha", "less than 0.5"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
-                   "compare": {"mode": "proportion", "total": "y[{{since}}]", "tolerance": 0}}]},
+                   "compare": {"mode": "proportion", "total": "y[{{since}}]", "tolerance": 0.005}}]},
      "metrics.0", "unknown argument {{since}}"),
 ])
 def test_bad_specs_name_the_field(doc: dict[str, Any], field: str, msg: str) -> None:
@@ -184,10 +187,14 @@ def test_slower_release_fails_at_the_first_failure_beyond_the_limit() -> None:
     assert res.phase == "failed" and len(res.measurements) == 3 and elapsed == 20.0
 
 
-def test_errors_and_gaps_are_inconclusive_past_the_limit() -> None:
+def test_gaps_are_inconclusive_past_the_limit_and_errors_counted_apart() -> None:
+    gaps = [(None, 1.0), ProviderError("down"), (None, 1.0), (1.0, 1.0)]
+    res, _, _ = _run(_spec(inconclusiveLimit=1), gaps)
+    assert res.phase == "inconclusive" and len(res.measurements) == 3
+    assert res.measurements[1].phase == "error" and res.measurements[1].detail == "down"
+    # one gap and one provider error are within inconclusiveLimit 1 and consecutiveErrorLimit 4
     res, _, _ = _run(_spec(inconclusiveLimit=1), [(None, 1.0), ProviderError("down"), (1.0, 1.0), (1.0, 1.0)])
-    assert res.phase == "inconclusive"
-    assert res.measurements[1].detail == "down"
+    assert res.phase == "successful"
 
 
 def test_compare_without_stable_revision_is_bad_input() -> None:
@@ -231,15 +238,18 @@ def test_too_few_requests_cannot_fail(scale: float, want: str) -> None:
     assert phase == want, detail
     if want == "inconclusive":
         assert "too few requests" in detail and "p=" in detail
-    errors = ev.judge(metric(**PROPORTION), Counts(50 * scale, 100 * scale), Counts(0, 100 * scale))
+    # the comparison alone (the absolute guard off: it fails half of 20 at once, tested elsewhere)
+    unguarded = {"compare": {**PROPORTION["compare"], "maxRatio": 1}}
+    errors = ev.judge(metric(**unguarded), Counts(50 * scale, 100 * scale), Counts(0, 100 * scale))
     assert errors[0] == want, errors
 
 
 def test_per_token_histogram_samples_are_its_requests() -> None:
-    """ITL: 100 tokens from 20 requests are 20 samples, too few to show the shift; from 100 they do."""
+    """ITL: 100 tokens from 20 requests are 20 samples, too few to show the shift (or anything: not
+    successful); from 100 they do."""
     slower = Buckets.of({0.04: 0.0, 0.06: 40.0, 0.08: 90.0, math.inf: 100.0})
     m = metric(compare={"mode": "histogram", "tolerance": 10, "requests": Q})
-    assert ev.judge(m, replace(slower, requests=20.0), replace(STABLE_H, requests=20.0))[0] == "successful"
+    assert ev.judge(m, replace(slower, requests=20.0), replace(STABLE_H, requests=20.0))[0] == "inconclusive"
     assert ev.judge(m, replace(slower, requests=100.0), replace(STABLE_H, requests=100.0))[0] == "failed"
     with pytest.raises(InvalidInput, match="requests is only for mode histogram"):
         metric(compare={"mode": "relative", "tolerance": 10, "requests": Q})

@@ -116,8 +116,8 @@ def test_smoke_provider_runs_the_smoke_test_of_the_new_revision(tmp_path: Path) 
     assert (broken.measurements[0].value or 0) < 1
 
 
-def test_smoke_metric_without_the_provider_wired_is_inconclusive() -> None:
+def test_smoke_metric_without_the_provider_wired_is_an_error() -> None:
     spec = validate_spec({"metrics": [{"name": "s", "provider": {"smoke": {}},
                                        "successCondition": "result>=1"}]})
     res = run_analysis(spec, {"namespace": "default", "lws": "m"}, provider_measure(None))
-    assert res.phase == "inconclusive" and "not wired" in res.measurements[0].detail
+    assert res.phase == "error" and "not wired" in res.measurements[0].detail

@@ -18,12 +18,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("text", "seconds"), [(90, 90.0), ("90", 90.0), ("30m", 1800.0),
-                                                ("1h30m", 5400.0), ("2d", 172800.0), ("1w", 604800.0)])
+                                                ("1h30m", 5400.0), ("2d", 172800.0), ("7d", 604800.0),
+                                                ("1h30m15s", 5415.0)])
 def test_durations(text: object, seconds: float):
     assert policies.parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["soon", "5 parsecs", "-5", "1h-3m", True, "nan"])
+# weeks and spaces are not in lwsflow's one duration grammar (controller/api/duration.py)
+@pytest.mark.parametrize("bad", ["soon", "5 parsecs", "-5", "1h-3m", True, "nan", "1w", "1h 30m", " 30m"])
 def test_bad_durations_name_the_field(bad: object):
     with pytest.raises(InvalidInput, match=r"jobs\.0\.duration"):
         policies.parse_duration(bad, "jobs.0.duration")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import subprocess
@@ -45,12 +46,16 @@ MODEL = "chat-model"
 BLUE = "sha256:" + "1" * 64
 GREEN = "sha256:" + "3" * 64  # as fast as blue
 SLOWER = "sha256:" + "2" * 64  # ready, but 40% slower TTFT
+LONG = "sha256:" + "4" * 64  # answers take ~5 s of wall time: requests still in flight at a rollback
 ROUTES = "httproutes.gateway.networking.k8s.io"
 POOLS = "inferencepools.inference.networking.k8s.io"
 REF = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
 DS_ROLES = ("prefill", "decode")
 N_REQUESTS = 200  # per weight stage, through the router
-TOLERANCE = 0.1  # |observed green share - weight| over 200 seeded draws: 2.8 sigma at 50%
+# green's count of N_REQUESTS must be inside the binomial acceptance region of its weight at this
+# two-sided false-alarm rate (exact tails): at 10% of 200 that is 6-37 requests, so a router that
+# sends green nothing fails (a fixed +/-0.1 accepted 0% at the 10% stage)
+SHARE_ALPHA = 1e-4
 KILL_AT_STAGE_2 = ["--hook", 'sh -c "test $LWSFLOW_STAGE != 2 || kill -9 $PPID"']  # SIGKILLs the CLI
 
 # p95 TTFT of green against blue, per role, no more than 10% worse (wall seconds: Prometheus's clock)
@@ -84,7 +89,7 @@ class Env:
             timings=Timings(pull_gbps=100.0, image_gb=0.1, cpu_image_gb=0.1, container_start_s=1.0,
                             weight_gb=0.0),
             images={BLUE: ImageProfile(ttft_s=0.045), GREEN: ImageProfile(ttft_s=0.045),
-                    SLOWER: ImageProfile(ttft_s=0.063)},
+                    SLOWER: ImageProfile(ttft_s=0.063), LONG: ImageProfile(ttft_s=5.0)},
             ds_writes_status=ds_writes_status)
         self.sim = EmbeddedCluster(tmp, cfg, speed=speed, engines=True,
                                    engine_options={"side_channel_port": 0}).start()
@@ -242,11 +247,30 @@ def share_hook(router: Router, seen: Seen) -> Callable[[HookContext], HookResult
     return traffic
 
 
-def assert_shares(seen: Seen, weights: list[int]) -> None:
-    """Each of ``weights`` checked once, in order, green's share within TOLERANCE of its weight."""
+def binomial_tails(k: int, n: int, p: float) -> tuple[float, float]:
+    """(P(X <= k), P(X >= k)) for X ~ Binomial(n, p), exact."""
+    pmf = [math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
+    return sum(pmf[:k + 1]), sum(pmf[k:])
+
+
+def share_fits(weight: int, share: float, n: int = N_REQUESTS, alpha: float = SHARE_ALPHA) -> bool:
+    """Green's ``share`` of ``n`` requests is what a router honouring ``weight`` percent sends: its
+    count is in neither ``alpha / 2`` tail of Binomial(n, weight / 100)."""
+    low, high = binomial_tails(round(share * n), n, weight / 100)
+    return min(low, high) >= alpha / 2
+
+
+def assert_shares(seen: Seen, weights: list[int], env: Env | None = None) -> None:
+    """Each of ``weights`` checked once, in order, green's share what its weight sends
+    (``share_fits``); with ``env``, each weight written to the route once (green_weights: one
+    write per change, none going back to an earlier weight)."""
     assert [w for w, _s, _p in seen] == weights, seen
     for weight, share, _pods in seen:
-        assert abs(share - weight / 100) <= TOLERANCE, (weight, share)
+        assert share_fits(weight, share), (weight, share)
+    if env is not None:
+        written = [w for w in env.green_weights() if w is not None]
+        assert len(written) == len(set(written)), written
+        assert all(written.count(w) == 1 for w in weights), (written, weights)
 
 
 def assert_blue_pool_narrowed(env: Env, label: str) -> None:

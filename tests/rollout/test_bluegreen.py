@@ -41,7 +41,7 @@ def test_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) -> 
     assert any(line.startswith("capacity blue-green: both revisions fit") for line in lines), lines
     # the route was written stage by stage: green added at 0, then 10, 50, 100 (blue dropped)
     assert env.green_weights() == [None, 0, 10, 50, 100]
-    assert_shares(seen, [10, 50, 100])
+    assert_shares(seen, [10, 50, 100], env)
     assert seen[-1][1] == 1.0
     assert all(p.startswith("chat-") and "-decode-" in p for _w, _s, pods in seen for p in pods), seen
     st = env.route_state()

@@ -63,7 +63,7 @@ def test_ds_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env) 
                for r in DS_ROLES), cap
     assert_blue_pool_narrowed(env, L.DS_NAME)
     assert env.green_weights() == [None, 0, 10, 50, 100]
-    assert_shares(seen, [10, 50, 100])
+    assert_shares(seen, [10, 50, 100], env)
     assert seen[-1][1] == 1.0
     assert all(p.startswith("chat-") and "-decode-" in p for _w, _s, pods in seen for p in pods), seen
     st = env.route_state()

@@ -126,7 +126,7 @@ def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_p
             # the routing of the folded-back pair, while the controller still runs (nothing else moves)
             router.routes.clear()
     assert done["phase"] == "Succeeded", done
-    assert_shares(seen, [10, 50, 100])
+    assert_shares(seen, [10, 50, 100], env)
     assert all("-decode-" in p for _w, _s, pods in seen for p in pods), seen
     green = progressing["blueGreen"]["greenPair"]
     assert seen[-1][2] and all(p.startswith(green) for p in seen[-1][2])  # 100%: green pods only

@@ -36,7 +36,7 @@ def test_lws_blue_green_shifts_weights_stage_by_stage_and_deletes_blue(env: Env)
     assert out.result == "succeeded", out.message
     assert_blue_pool_narrowed(env, L.NAME)  # the LWS controller's name label on every pod (§a)
     assert env.green_weights() == [None, 0, 10, 50, 100]
-    assert_shares(seen, [10, 50, 100])
+    assert_shares(seen, [10, 50, 100], env)
     green = f"chat-{K.LwsBlueGreen(env.kube, NS).revision({'': env.docs('vllm:2')[0]})}"
     assert env.names(LWS) == [green]
     pools = env.kube.list(INFERENCE_POOL, NS)[0]
@@ -53,6 +53,7 @@ def test_lws_blue_green_failing_check_shifts_back_and_deletes_green(env: Env) ->
     out = session.run(env.kube, session.clock_for(env.kube), session.parse_target("lws/chat", NS), opts,
                       manifest=env.manifest("vllm:2"), strategy="blue-green", weights=[50, 100])
     assert out.result == "rolled-back", out.message
+    assert "stage 1 (green 50%): readiness gate passed (green ready" in out.message  # issue 23
     assert env.green_weights() == [None, 0, 50, None]
     assert env.backend_refs() == only("chat")
     assert env.names(LWS) == ["chat"]

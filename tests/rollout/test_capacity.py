@@ -69,6 +69,15 @@ def test_ineligible_nodes_do_not_count() -> None:
     assert rep.eligible_nodes == 0 and not rep.fits
 
 
+def test_a_cpu_node_is_not_eligible_for_a_gpu_group() -> None:
+    """Issue 23: three GPU nodes and an untainted CPU node of the same pool; the line counted the CPU
+    node as eligible ("on 4 eligible node(s)")."""
+    nodes = [node(f"g{i}", 8) for i in range(3)] + [node("cpu", 0, taint=False)]
+    rep = capacity.check(gpu_lws(1, size=1), nodes, [])
+    assert rep.eligible_nodes == 3 and set(rep.per_node_free) == {"g0", "g1", "g2"}
+    assert "on 3 eligible node(s)" in rep.message
+
+
 def test_same_gpus_without_surge_reuse_the_replaced_groups() -> None:
     # the 4 groups of "m" fill all 8 nodes: without surge each replaced group frees what it needs
     nodes = [node(f"n{i}", 8) for i in range(8)]

@@ -52,6 +52,8 @@ def test_failing_hook_rolls_back(env: Env) -> None:
     out = LwsRollout(env.kube, NS, "h", RolloutOptions(stages="1,2,100%", hooks=[fail_at_2]),
                      env.clock(), manifest=new_release(base)).run()
     assert out.result == "rolled-back" and "hook failed" in out.message
+    # the failed stage's line says its readiness gate had passed, with the gate's figures (issue 23)
+    assert "stage 2 hook failed: " in out.message and "(after its readiness gate passed: " in out.message
     assert [s.result for s in out.report.stages] == ["passed", "failed"]
     assert "exit 0" in out.report.stages[0].hooks[0] and "exit 3" in out.report.stages[1].hooks[0]
     final = env.kube.get(LWS, NS, "h")

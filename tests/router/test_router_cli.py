@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -80,4 +81,27 @@ def test_bad_router_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert capsys.readouterr().err.strip() == "error: --pd-threshold: must be >= 0, got -1"
     assert main(["sim", "serve", "--router", "--no-engines", "--kubeconfig", str(kc)]) == 2
     assert "--router" in capsys.readouterr().err
+    assert main(["sim", "serve", "--router", "--router-port", "70000", "--kubeconfig", str(kc)]) == 2
+    assert capsys.readouterr().err.strip() == "error: --router-port: must be between 0 and 65535, got 70000"
     assert not kc.exists()
+
+
+def test_router_port_is_chosen_and_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--router-port`` puts the stand-in router on that port; the printed URL names it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = tmp_path / "kc"
+    assert main(["sim", "serve", "--router", "--router-port", str(port), "--duration", "0",
+                 "--kubeconfig", str(kc)]) == 0
+    out = capsys.readouterr().out
+    assert f"router http://127.0.0.1:{port} " in out
+    # the port taken: one error line naming the option
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert main(["sim", "serve", "--router", "--router-port", str(taken), "--duration", "0",
+                     "--kubeconfig", str(tmp_path / "kc2")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --router-port: cannot listen on 127.0.0.1:{taken}")
+    assert not (tmp_path / "kc2").exists()

@@ -77,9 +77,13 @@ def test_scenario_objects_need_their_namespace():
 
 
 def test_durations():
+    """A scenario's durations are lwsflow's one grammar (controller/api/duration.py): compound terms,
+    plain seconds; no spaces, weeks or signs."""
     assert parse_duration("90s") == 90 and parse_duration("1.5h") == 5400 and parse_duration(7) == 7.0
-    with pytest.raises(ValueError):
-        parse_duration("soon")
+    assert parse_duration("1h30m") == 5400 and parse_duration("90") == 90
+    for bad in ("soon", " 90s", "90 s", "1w", "-5", -5):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
 
 
 def test_cli_run_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
