@@ -236,6 +236,10 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
                 _finish(t, [o])
                 traces.append(t)
     traces.sort(key=lambda t: t.started or 0.0)
+    for key in {(t.namespace, t.name) for t in traces}:  # a target rolled more than once: number them
+        same = [t for t in traces if (t.namespace, t.name) == key]
+        for k, t in enumerate(same, start=1):
+            t.label = f"{t.name} #{k}" if len(same) > 1 else ""
     by_ns: dict[str, dict[str, list[tuple[float, str, str]]]] = {}
     for i, t in enumerate(traces):
         if t.namespace not in by_ns:

@@ -45,7 +45,7 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
     if not rows:
         raise NothingToDraw("no rollout recorded a stage (no stage log on the targets, no history on "
                             "the RolloutPolicies, no rollout Events)")
-    fig = Figure(figsize=(11, 0.55 * len(rows) + 2.2))
+    fig = Figure(figsize=(11, 0.5 * len(rows) + 1.6))
     ax = fig.add_subplot()
     span = 0.0
     for y, (label, t, role) in enumerate(rows):
@@ -55,7 +55,9 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
             if start is None:
                 continue
             end = s.ended if s.ended is not None else (t.ended or start)
-            gate = s.gate_passed if s.gate_passed is not None else start
+            # no gate time: a failed stage waited for its gate to the end; a stage rebuilt from Events
+            # (no gate recorded) is drawn whole
+            gate = s.gate_passed if s.gate_passed is not None else (end if s.result == "failed" else start)
             color = COLORS.get(s.result, COLORS["running"])
             a, g, e = (start - t0) / 60, (gate - t0) / 60, (end - t0) / 60
             span = max(span, e)
@@ -63,9 +65,10 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
                 wait = ax.barh(y, g - a, left=a, height=0.6, color=color, alpha=0.35, hatch="///",
                                edgecolor=color, linewidth=0)
                 wait.patches[0].set_gid(f"stage:{label}:{s.index}:wait")
-            bake = ax.barh(y, max(e - g, 0.0), left=g, height=0.6, color=color, alpha=0.9,
-                           edgecolor="white", linewidth=0.6)
-            bake.patches[0].set_gid(f"stage:{label}:{s.index}:bake")
+            if e > g or g <= a:
+                bake = ax.barh(y, max(e - g, 0.0), left=g, height=0.6, color=color, alpha=0.9,
+                               edgecolor="white", linewidth=0.6)
+                bake.patches[0].set_gid(f"stage:{label}:{s.index}:bake")
             ax.text(a, y - 0.36, f"{s.index}", fontsize=7, va="bottom", ha="left", color="0.25")
         if t.rollback is not None:  # a pair rolls both roles back: on each lane
             rb0 = (t.rollback[0] - t0) / 60
@@ -90,5 +93,5 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
                Patch(facecolor=ROLLBACK, alpha=0.9, label="rollback to the previous template"),
                Line2D([], [], marker="X", color="black", linestyle="none", label="rollback started")]
     fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
     return fig

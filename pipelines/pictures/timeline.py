@@ -1,7 +1,8 @@
 """The timeline picture: one panel per rollout, in that rollout's own minutes, with what happened when.
 
 Per panel, drawn from the recorded stages (``records``): the groups on the new revision (blue, left axis:
-rising to each stage's groups by the time its gate passed, falling to zero over a rollback), the desired
+each stage's groups from its start, the partition write; back to zero over a rollback), each stage's wait
+for its readiness gate (hatched as in the stages picture; red where it never passed), the desired
 replicas (dashed), the fewest ready groups seen in each stage (green), and the GPUs the new revision's
 groups hold (red, on a right axis with red ticks: groups times the template's GPUs per group). The
 rollout's Events are vertical lines labelled where they happened (events at the same moment share one
@@ -15,9 +16,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lwsflow.pipelines.pictures.records import Stage, Trace, drawable
-from lwsflow.pipelines.pictures.stages import NothingToDraw
+from lwsflow.pipelines.pictures.stages import COLORS, NothingToDraw
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _SHORT = {"RolloutStarted": "start", "StageStarted": "stage {k}", "StagePassed": "{k} passed",
@@ -49,29 +51,34 @@ def merged_marks(t: Trace) -> list[tuple[float, str]]:
 
 
 def new_revision_series(t: Trace, stages: list[Stage]) -> tuple[list[float], list[float]]:
-    """Minutes and groups on the new revision: each stage ramps from the previous stage's groups at its
-    start to its own at its gate (the groups updated in between), a rollback ramps back to zero."""
+    """Minutes and groups on the new revision: a stage moves its groups when it starts (the partition
+    write), a rollback takes them back by the time it ends."""
     t0 = t.started or 0.0
     xs, ys = [0.0], [0.0]
-    prev = 0.0
     for s in sorted(stages, key=lambda s: s.index):
         if s.started is None:
             continue
-        reached = s.gate_passed if s.gate_passed is not None else s.ended
-        xs += [(s.started - t0) / 60]
-        ys += [prev]
-        if reached is not None and (s.result == "passed" or s.gate_passed is not None):
-            xs.append((reached - t0) / 60)
-            ys.append(float(s.groups))
-            prev = float(s.groups)
+        xs += [(s.started - t0) / 60] * 2
+        ys += [ys[-1], float(s.groups)]
     if t.rollback is not None:
         xs += [(t.rollback[0] - t0) / 60, ((t.rollback[1] or t.rollback[0]) - t0) / 60]
         ys += [ys[-1], 0.0]
-        prev = 0.0
-    end = max([*xs, ((t.ended or 0.0) - t0) / 60 if t.ended else 0.0])
-    xs.append(end)
-    ys.append(prev)
+    xs.append(max([*xs, ((t.ended - t0) / 60) if t.ended else 0.0]))
+    ys.append(ys[-1])
     return xs, ys
+
+
+def _waits(ax: Axes, t: Trace, stages: list[Stage]) -> None:
+    """Each stage's wait for readiness, shaded as in the stages picture (red: the gate never passed)."""
+    t0 = t.started or 0.0
+    for s in stages:
+        if s.started is None:
+            continue
+        until = s.gate_passed if s.gate_passed is not None else (s.ended if s.result == "failed" else None)
+        if until is not None and until > s.started:
+            color = COLORS["failed" if s.result == "failed" and s.gate_passed is None else "passed"]
+            ax.axvspan((s.started - t0) / 60, (until - t0) / 60, facecolor=color, alpha=0.12, hatch="///",
+                       edgecolor=color, linewidth=0, gid=f"wait:{t.title}:{s.role}:{s.index}")
 
 
 def _clock(epoch: float | None) -> str:
@@ -88,13 +95,14 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
     if not shown:
         raise NothingToDraw("no rollout recorded a stage")
     n = len(shown)
-    height = 2.3 * n + 1.4
+    height = 2.2 * n + 1.0
     fig = Figure(figsize=(11, height))
     axes = fig.subplots(n, 1, squeeze=False)[:, 0]
     for ax, t in zip(axes, shown, strict=True):
         roles = sorted({s.role for s in t.stages}, key=lambda r: (r != "decode", r))
         for role, style in zip(roles, ("-", "--", ":"), strict=False):
             stages = [s for s in t.stages if s.role == role]
+            _waits(ax, t, stages)
             xs, ys = new_revision_series(t, stages)
             (line,) = ax.plot(xs, ys, color=GROUPS, linestyle=style, linewidth=1.8)
             line.set_gid(f"groups:{t.title}:{role}")
@@ -116,22 +124,31 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
             gx.set_ylim(0, ax.get_ylim()[1] * t.gpus_per_group)
             gx.set_ylabel("GPUs", color=GPUS)
             gx.tick_params(axis="y", colors=GPUS)
-        for k, (x, label) in enumerate(merged_marks(t)):
+        marks = merged_marks(t)
+        width = max([x for x, _ in marks] + [ax.get_xlim()[1], 1e-6])
+        low = False
+        for k, (x, label) in enumerate(marks):
             ax.axvline(x, color="k", linewidth=0.7, alpha=0.35)
-            ax.annotate(label, (x, 0.97), xycoords=("data", "axes fraction"), rotation=90, fontsize=6.5,
-                        va="top", ha="right" if k % 2 else "left", color="0.2", gid=f"mark:{t.title}:{label}")
+            # a mark close to the one before goes to the other end of the line, so labels never overlap
+            low = (not low) if k and x - marks[k - 1][0] < width * 0.04 else False
+            ax.annotate(label, (x, 0.03 if low else 0.97), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=6.5, va="bottom" if low else "top", ha="right", color="0.2",
+                        gid=f"mark:{t.title}:{label}")
         ax.set_title(f"{t.title} · {t.kind} {t.namespace}/{t.name} · rollout {t.rollout_id[:8]} · "
                      f"{t.outcome} · started {_clock(t.started)} UTC (cluster clock)", fontsize=8.5, loc="left")
         ax.set_xlabel("minutes since the rollout started", fontsize=8)
         ax.grid(alpha=0.25)
     handles = [Line2D([], [], color=GROUPS, linewidth=1.8, label="groups on the new revision (left axis)"),
+               Patch(facecolor=COLORS["passed"], alpha=0.2, hatch="///", edgecolor=COLORS["passed"],
+                     label="waiting for the readiness gate (red: never passed)"),
                Line2D([], [], color=READY, linewidth=3, alpha=0.7, label="fewest ready groups in the stage"),
                Line2D([], [], color="0.5", linestyle="--", label="desired replicas"),
-               Patch(facecolor=GPUS, alpha=0.25, label="GPUs of the new revision (right axis)"),
-               Line2D([], [], color="k", alpha=0.35, label="event (labelled)")]
+               Line2D([], [], color="k", alpha=0.35, label="event (labelled where it happened)")]
+    if any(t.gpus_per_group for t in shown):
+        handles.insert(3, Patch(facecolor=GPUS, alpha=0.25, label="GPUs of the new revision (right axis)"))
     if any(len({s.role for s in t.stages}) > 1 for t in shown):
         handles.insert(1, Line2D([], [], color=GROUPS, linestyle="--", label="second role (prefill)"))
     fig.suptitle(title, fontsize=11, x=0.01, ha="left")
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.75 / height, 1, 1 - 0.35 / height))
+    fig.tight_layout(rect=(0, 0.55 / height, 1, 1 - 0.15 / height))
     return fig

@@ -97,13 +97,18 @@ def test_stages_picture_draws_every_stage_and_the_rollback(recorded: Env) -> Non
     bars = _by_gid(fig, "stage:")
     for t in traces:
         for s in t.stages:
-            bake = bars[f"stage:{t.label}:{s.index}:bake"]
             if s.result == "passed":  # bake: 30 s of cluster time, after a wait for the gate
+                bake = bars[f"stage:{t.label}:{s.index}:bake"]
                 assert bake.get_width() * 60 == pytest.approx(s.ended - s.gate_passed, abs=0.5)  # type: ignore[attr-defined,operator]
+                assert bake.get_facecolor()[:3] == pytest.approx((0.18, 0.49, 0.20), abs=0.01)  # type: ignore[attr-defined]
                 assert f"stage:{t.label}:{s.index}:wait" in bars
-            assert bake.get_facecolor()[:3] == pytest.approx(  # type: ignore[attr-defined]
-                (0.18, 0.49, 0.20) if s.result == "passed" else (0.776, 0.157, 0.157), abs=0.01)
-    assert len([g for g in bars if g.endswith(":bake")]) == 7
+            else:  # the bad release's stage 1: waited for a gate that never passed, in red, to its end
+                wait = bars[f"stage:{t.label}:{s.index}:wait"]
+                assert f"stage:{t.label}:{s.index}:bake" not in bars
+                assert wait.get_facecolor()[:3] == pytest.approx((0.776, 0.157, 0.157), abs=0.01)  # type: ignore[attr-defined]
+                assert (wait.get_x() + wait.get_width()) * 60 == pytest.approx(  # type: ignore[attr-defined]
+                    s.ended - t.started, abs=0.5)  # type: ignore[operator]
+    assert len([g for g in bars if g.endswith(":bake")]) == 6 and len(bars) == 13
     rollback = _by_gid(fig, "rollback")
     assert set(rollback) == {"rollback:beta bad release", "rollback-mark:beta bad release"}
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)  # one legend
