@@ -189,6 +189,31 @@ def _attach(trace: Trace, evs: list[tuple[float, str, str]], until: float) -> No
         _from_events(trace)
 
 
+_STARTED = re.compile(r"^rollout ([0-9a-f]{12}):")
+_ENDS = {"RolloutSucceeded": "Succeeded", "RolledBack": "RolledBack", "RollbackFailed": "Failed",
+         "RolloutAborted": "Aborted"}
+
+
+def _earlier(traces: list[Trace], events: dict[str, dict[str, list[tuple[float, str, str]]]]) -> list[Trace]:
+    """The rollouts of the traces' targets that only Events remember (a newer rollout overwrote the stage
+    log, and no policy kept a history: ``lwsflow rollout`` run twice)."""
+    known = {(t.namespace, t.name, t.rollout_id) for t in traces}
+    out: list[Trace] = []
+    for t in [t for t in traces if t.source == "annotations"]:
+        for name in {t.name, *t.objects}:
+            for at, reason, message in events[t.namespace].get(name, []):
+                m = _STARTED.match(message)
+                if reason != "RolloutStarted" or m is None or (t.namespace, t.name, m.group(1)) in known:
+                    continue
+                known.add((t.namespace, t.name, m.group(1)))
+                ends = [(e_at, _ENDS[r]) for e_at, r, msg in events[t.namespace].get(name, [])
+                        if r in _ENDS and e_at >= at and m.group(1) in msg]
+                out.append(Trace(t.namespace, t.kind, t.name, m.group(1), ends[0][1] if ends else "Unknown",
+                                 at, ends[0][0] if ends else None, "events", objects=list(t.objects),
+                                 gpus_per_group=t.gpus_per_group, replicas=t.replicas))
+    return out
+
+
 def _targets(kube: Kube, policy: dict[str, Any]) -> list[dict[str, Any]]:
     ns, ref = policy["metadata"]["namespace"], (policy.get("spec") or {}).get("targetRef") or {}
     if ref.get("kind") == "LeaderWorkerSetPair":
@@ -235,16 +260,15 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
             if t is not None:
                 _finish(t, [o])
                 traces.append(t)
+    events = {ns: _events(kube, ns) for ns in sorted({t.namespace for t in traces})}
+    traces += _earlier(traces, events)
     traces.sort(key=lambda t: t.started or 0.0)
     for key in {(t.namespace, t.name) for t in traces}:  # a target rolled more than once: number them
         same = [t for t in traces if (t.namespace, t.name) == key]
         for k, t in enumerate(same, start=1):
             t.label = f"{t.name} #{k}" if len(same) > 1 else ""
-    by_ns: dict[str, dict[str, list[tuple[float, str, str]]]] = {}
     for i, t in enumerate(traces):
-        if t.namespace not in by_ns:
-            by_ns[t.namespace] = _events(kube, t.namespace)
-        evs = by_ns[t.namespace]
+        evs = events[t.namespace]
         later = [u.started for u in traces[i + 1:] if (u.namespace, u.name) == (t.namespace, t.name)]
         _attach(t, sorted(e for n in {t.name, *t.objects} for e in evs.get(n, [])),
                 (later[0] or float("inf")) if later else float("inf"))

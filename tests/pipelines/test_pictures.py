@@ -50,6 +50,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                              manifest=new_release(lws_manifest(name, replicas=4))).run()
             assert out.result == "succeeded", out.message
         _policy_status(env, "beta")
+        out = LwsRollout(env.kube, NS, "alpha", opts, env.clock(),  # no policy: its first one is in Events
+                         manifest=new_release(lws_manifest("alpha", replicas=4), image="vllm:4")).run()
+        assert out.result == "succeeded", out.message
         bad = new_release(lws_manifest("beta", replicas=4), image="vllm:3",
                           **{"sim.lwsflow.io/never-ready": "true"})
         out = LwsRollout(env.kube, NS, "beta", opts, env.clock(), manifest=bad).run()
@@ -67,7 +70,8 @@ def _by_gid(fig: object, prefix: str) -> dict[str, object]:
 
 def _labelled(traces: list[Trace]) -> list[Trace]:
     for t in traces:
-        t.label = f"{t.name} {'bad release' if t.outcome == 'RolledBack' else 'release'}"
+        t.label = f"{t.title} {'release' if t.name == 'alpha' else ''}".strip()
+        t.label = "beta bad release" if t.outcome == "RolledBack" else t.label
     return traces
 
 
@@ -75,11 +79,14 @@ def test_the_stage_log_and_the_policy_history_record_every_stage(recorded: Env) 
     traces = pictures.collect(recorded.kube, NS)
     summary = [(t.name, t.outcome, t.source, [(s.index, s.result) for s in t.stages]) for t in traces]
     assert summary == [
-        ("alpha", "Succeeded", "annotations", [(1, "passed"), (2, "passed"), (3, "passed")]),
+        ("alpha", "Succeeded", "events", [(1, "passed"), (2, "passed"), (3, "passed")]),
         ("beta", "Succeeded", "status", [(1, "passed"), (2, "passed"), (3, "passed")]),
+        ("alpha", "Succeeded", "annotations", [(1, "passed"), (2, "passed"), (3, "passed")]),
         ("beta", "RolledBack", "status", [(1, "failed")]),
     ]
-    for t in traces:
+    assert [t.title for t in traces] == ["alpha #1", "beta #1", "alpha #2", "beta #2"]
+    assert all(s.gate_passed is None for s in traces[0].stages)  # Events have no gate time
+    for t in traces[1:]:
         for s in t.stages:  # the gate passed after the stage started (pods took time), the bake after
             assert s.started is not None and s.ended is not None
             if s.result == "passed":
@@ -97,7 +104,10 @@ def test_stages_picture_draws_every_stage_and_the_rollback(recorded: Env) -> Non
     bars = _by_gid(fig, "stage:")
     for t in traces:
         for s in t.stages:
-            if s.result == "passed":  # bake: 30 s of cluster time, after a wait for the gate
+            if s.gate_passed is None and s.result == "passed":  # from Events: the stage as one bar
+                bake = bars[f"stage:{t.label}:{s.index}:bake"]
+                assert bake.get_width() * 60 == pytest.approx(s.ended - s.started, abs=1.0)  # type: ignore[attr-defined,operator]
+            elif s.result == "passed":  # bake: 30 s of cluster time, after a wait for the gate
                 bake = bars[f"stage:{t.label}:{s.index}:bake"]
                 assert bake.get_width() * 60 == pytest.approx(s.ended - s.gate_passed, abs=0.5)  # type: ignore[attr-defined,operator]
                 assert bake.get_facecolor()[:3] == pytest.approx((0.18, 0.49, 0.20), abs=0.01)  # type: ignore[attr-defined]
@@ -108,7 +118,8 @@ def test_stages_picture_draws_every_stage_and_the_rollback(recorded: Env) -> Non
                 assert wait.get_facecolor()[:3] == pytest.approx((0.776, 0.157, 0.157), abs=0.01)  # type: ignore[attr-defined]
                 assert (wait.get_x() + wait.get_width()) * 60 == pytest.approx(  # type: ignore[attr-defined]
                     s.ended - t.started, abs=0.5)  # type: ignore[operator]
-    assert len([g for g in bars if g.endswith(":bake")]) == 6 and len(bars) == 13
+    # alpha #1 (from Events): one bar per stage, no wait; the others: wait + bake per passed stage
+    assert len([g for g in bars if g.endswith(":bake")]) == 9 and len(bars) == 9 + 6 + 1
     rollback = _by_gid(fig, "rollback")
     assert set(rollback) == {"rollback:beta bad release", "rollback-mark:beta bad release"}
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)  # one legend
@@ -119,11 +130,11 @@ def test_timeline_picture_draws_groups_gpus_and_labelled_events(recorded: Env) -
     traces = _labelled(pictures.collect(recorded.kube, NS))
     fig = pictures.timeline_figure(traces)
     lines = _by_gid(fig, "groups:")
-    assert max(lines["groups:alpha release:"].get_ydata()) == 4  # type: ignore[attr-defined]
+    assert max(lines["groups:alpha #2 release:"].get_ydata()) == 4  # type: ignore[attr-defined]
     assert list(lines["groups:beta bad release:"].get_ydata())[-1] == 0  # type: ignore[attr-defined]
     marks = [g.split(":", 2)[2] for g in _by_gid(fig, "mark:beta bad release:")]
     assert any("1 FAILED" in m for m in marks) and any("rolled back" in m for m in marks)
-    marks = [g.split(":", 2)[2] for g in _by_gid(fig, "mark:alpha release:")]
+    marks = [g.split(":", 2)[2] for g in _by_gid(fig, "mark:alpha #2 release:")]
     assert any("3 passed" in m for m in marks)
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)
     title = fig._suptitle  # the title sits above every panel (no overlap with the markers)
@@ -141,10 +152,11 @@ def test_nothing_drawn_without_the_records(recorded: Env, tmp_path: Path) -> Non
     for t in events_only:
         t.stages, t.rollback = [], None
         pictures.records._from_events(t)
+    assert [t.source for t in events_only] == ["events"] * 4
     assert [[(s.index, s.result) for s in t.stages] for t in events_only] == \
         [[(s.index, s.result) for s in t.stages] for t in traces]
     assert all(s.gate_passed is None for t in events_only for s in t.stages)
-    assert events_only[-1].rollback is not None
+    assert events_only[-1].rollback is not None and events_only[-2].rollback is None
     bare = copy.deepcopy(traces)
     for t in bare:
         t.stages, t.rollback, t.events = [], None, []
