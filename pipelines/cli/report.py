@@ -46,9 +46,10 @@ def report(
         paths = pictures.render(traces, out, title=title)
     except pictures.NothingToDraw as exc:
         raise OperationFailed(f"nothing to draw in {where}: {exc}") from exc
-    for t in pictures.drawable(traces):
-        passed = sum(1 for s in t.stages if s.result == "passed")
-        print(f"{t.namespace}/{t.name} rollout {t.rollout_id[:12]}: {t.outcome}, {passed}/{len(t.stages)} "
-              f"stage records passed{', rolled back' if t.rollback else ''} (from {t.source})")
+    for shown in pictures.drawable(traces):
+        passed = sum(1 for s in shown.stages if s.result == "passed")
+        print(f"{shown.namespace}/{shown.name} rollout {shown.rollout_id[:12]}: {shown.outcome}, "
+              f"{passed}/{len(shown.stages)} stage records passed"
+              f"{', rolled back' if shown.rollback else ''} (from {shown.source})")
     for p in paths:
         print(f"picture: {p}")

@@ -101,7 +101,8 @@ def gpus_per_group(obj: dict[str, Any]) -> int:
     for t in tmpls:
         size = int(t.get("size") or 1)
         worker = _gpus((t.get("workerTemplate") or {}).get("spec") or {})
-        leader = _gpus((t.get("leaderTemplate") or {}).get("spec") or {}) if t.get("leaderTemplate") else worker
+        lead = t.get("leaderTemplate")
+        leader = _gpus(lead.get("spec") or {}) if isinstance(lead, dict) else worker
         total += leader + worker * (size - 1)
     return total
 
@@ -256,10 +257,10 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
             ns, name = o["metadata"]["namespace"], o["metadata"]["name"]
             if (ns, name) in covered or (wanted and f"{short}/{name}" not in wanted):
                 continue
-            t = _from_annotations(ns, kind, name, [o])
-            if t is not None:
-                _finish(t, [o])
-                traces.append(t)
+            last = _from_annotations(ns, kind, name, [o])
+            if last is not None:
+                _finish(last, [o])
+                traces.append(last)
     events = {ns: _events(kube, ns) for ns in sorted({t.namespace for t in traces})}
     traces += _earlier(traces, events)
     traces.sort(key=lambda t: t.started or 0.0)

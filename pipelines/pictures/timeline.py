@@ -135,7 +135,8 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
                         fontsize=6.5, va="bottom" if low else "top", ha="right", color="0.2",
                         gid=f"mark:{t.title}:{label}")
         ax.set_title(f"{t.title} · {t.kind} {t.namespace}/{t.name} · rollout {t.rollout_id[:8]} · "
-                     f"{t.outcome} · started {_clock(t.started)} UTC (cluster clock)", fontsize=8.5, loc="left")
+                     f"{t.outcome} · started {_clock(t.started)} UTC (cluster clock)", fontsize=8.5,
+                     loc="left")
         ax.set_xlabel("minutes since the rollout started", fontsize=8)
         ax.grid(alpha=0.25)
     handles = [Line2D([], [], color=GROUPS, linewidth=1.8, label="groups on the new revision (left axis)"),

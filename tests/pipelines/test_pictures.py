@@ -165,8 +165,8 @@ def test_nothing_drawn_without_the_records(recorded: Env, tmp_path: Path) -> Non
     assert not (tmp_path / "out").exists()
 
 
-def test_report_cli_draws_from_the_cluster_and_fails_on_an_empty_one(recorded: Env, tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_cli_draws_from_the_cluster_and_fails_on_an_empty_one(
+        recorded: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pics"
     assert main(["report", "--kubeconfig", str(recorded.kubeconfig), "-n", NS, "--out", str(out)]) == 0
     said = capsys.readouterr().out
