@@ -7,10 +7,12 @@ cluster's records (policy status history, stage logs, Events) are the only ones 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from lwsflow.controller.kube.client import Kube
 from lwsflow.pipelines import pictures
+from lwsflow.pipelines.pictures import records
 from lwsflow.pipelines.pictures.records import Trace
 
 
@@ -42,8 +44,11 @@ def checks(traces: list[Trace], released: list[str], bad_model: str | None) -> d
 
 def draw(kubeconfig: Path, out: Path, released: list[str],
          bad_model: str | None) -> tuple[list[Path], dict[str, bool], str]:
-    """(pictures written, checks, why nothing was drawn or "")."""
+    """(pictures written, checks, why nothing was drawn or ""); ``records.json``: what they were drawn
+    from (``pictures.records.load`` reads it back)."""
     traces = label(pictures.collect(Kube.connect(str(kubeconfig))), bad_model)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "records.json").write_text(json.dumps(records.dump(traces), indent=1) + "\n")
     found = checks(traces, released, bad_model)
     try:
         return pictures.render(traces, out, title="lwsflow demo"), found, ""

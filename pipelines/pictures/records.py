@@ -15,11 +15,12 @@ Events also give every trace its markers (the timeline picture labels them where
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, EVENT, LWS, ROLLOUT_POLICY, Resource
 from lwsflow.controller.policy import timings
@@ -161,10 +162,25 @@ def _from_events(trace: Trace) -> None:
     trace.source = "events"
 
 
-def _events(kube: Kube, ns: str) -> dict[str, list[tuple[float, str, str]]]:
-    """The rollout Events of namespace ``ns`` by involved object name, in time order."""
+Event = tuple[float, str, str]  # (time, reason, message)
+Owned = list[tuple[str, Event]]  # (the rollout id it belongs to, or "", the event)
+_STARTED = re.compile(r"^rollout ([0-9a-f]{12}):")
+_ENDS = {"RolloutSucceeded": "Succeeded", "RolledBack": "RolledBack", "RollbackFailed": "Failed",
+         "RolloutAborted": "Aborted"}
+
+
+def _rv(ev: dict[str, Any]) -> int:
+    rv = str((ev.get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else 0
+
+
+def _events(kube: Kube, ns: str) -> dict[str, Owned]:
+    """The rollout Events of namespace ``ns`` by involved object name, in the order they were created,
+    each with the rollout it belongs to: the one the last ``RolloutStarted`` before it named. Creation
+    order is the resourceVersion's (one counter for the cluster), not the timestamps: two processes that
+    drove consecutive rollouts estimate the cluster's clock apart, and Events keep whole seconds."""
     items, _ = kube.list(EVENT, ns)
-    out: dict[str, list[tuple[float, str, str]]] = {}
+    by_name: dict[str, list[tuple[int, float, Event]]] = {}
     for ev in items:
         if ev.get("reason") not in MARKED:
             continue
@@ -172,44 +188,44 @@ def _events(kube: Kube, ns: str) -> dict[str, list[tuple[float, str, str]]]:
                     (ev.get("metadata") or {}).get("creationTimestamp"))
         if t is not None:
             name = str((ev.get("involvedObject") or {}).get("name") or "")
-            out.setdefault(name, []).append((t, str(ev["reason"]), str(ev.get("message") or "")))
-    for evs in out.values():
-        evs.sort()
+            event = (t, str(ev["reason"]), str(ev.get("message") or ""))
+            by_name.setdefault(name, []).append((_rv(ev), t, event))
+    out: dict[str, Owned] = {}
+    for name, evs in by_name.items():
+        owner = ""
+        for *_order, e in sorted(evs, key=lambda x: (x[0], x[1])):
+            m = _STARTED.match(e[2])
+            owner = m.group(1) if e[1] == "RolloutStarted" and m else owner
+            out.setdefault(name, []).append((owner, e))
     return out
 
 
-def _attach(trace: Trace, evs: list[tuple[float, str, str]], until: float) -> None:
-    """The events from the rollout's start (Events have whole seconds) until the next rollout of the
-    target started (its last Events come after the write that ended it)."""
+def _attach(trace: Trace, evs: Owned, until: float) -> None:
+    """The rollout's Events: those it owns (``_events``); where none name it (a rollout whose start
+    Event is gone), those from its start until the next rollout of the target started."""
     if trace.started is None:
         return
-    # whole seconds: the next rollout's first Events may fall in this window; those name their id
-    other = re.compile(rf"\brollout (?!{re.escape(trace.rollout_id)})[0-9a-f]{{12}}\b")
-    trace.events = [e for e in evs if trace.started - 1.0 <= e[0] < until and not other.search(e[2])]
+    owned = [e for owner, e in evs if owner == trace.rollout_id]
+    trace.events = sorted(owned or [e for owner, e in evs
+                                    if not owner and trace.started - 1.0 <= e[0] < until])
     if not trace.stages and trace.events:
         _from_events(trace)
 
 
-_STARTED = re.compile(r"^rollout ([0-9a-f]{12}):")
-_ENDS = {"RolloutSucceeded": "Succeeded", "RolledBack": "RolledBack", "RollbackFailed": "Failed",
-         "RolloutAborted": "Aborted"}
-
-
-def _earlier(traces: list[Trace], events: dict[str, dict[str, list[tuple[float, str, str]]]]) -> list[Trace]:
+def _earlier(traces: list[Trace], events: dict[str, dict[str, Owned]]) -> list[Trace]:
     """The rollouts of the traces' targets that only Events remember (a newer rollout overwrote the stage
     log, and no policy kept a history: ``lwsflow rollout`` run twice)."""
     known = {(t.namespace, t.name, t.rollout_id) for t in traces}
     out: list[Trace] = []
     for t in [t for t in traces if t.source == "annotations"]:
         for name in {t.name, *t.objects}:
-            for at, reason, message in events[t.namespace].get(name, []):
-                m = _STARTED.match(message)
-                if reason != "RolloutStarted" or m is None or (t.namespace, t.name, m.group(1)) in known:
+            owned = events[t.namespace].get(name, [])
+            for rid, (at, reason, _m) in owned:
+                if reason != "RolloutStarted" or not rid or (t.namespace, t.name, rid) in known:
                     continue
-                known.add((t.namespace, t.name, m.group(1)))
-                ends = [(e_at, _ENDS[r]) for e_at, r, msg in events[t.namespace].get(name, [])
-                        if r in _ENDS and e_at >= at and m.group(1) in msg]
-                out.append(Trace(t.namespace, t.kind, t.name, m.group(1), ends[0][1] if ends else "Unknown",
+                known.add((t.namespace, t.name, rid))
+                ends = [(e[0], _ENDS[e[1]]) for owner, e in owned if owner == rid and e[1] in _ENDS]
+                out.append(Trace(t.namespace, t.kind, t.name, rid, ends[0][1] if ends else "Unknown",
                                  at, ends[0][0] if ends else None, "events", objects=list(t.objects),
                                  gpus_per_group=t.gpus_per_group, replicas=t.replicas))
     return out
@@ -227,13 +243,23 @@ def _targets(kube: Kube, policy: dict[str, Any]) -> list[dict[str, Any]]:
         return []
 
 
+def _list(kube: Kube, res: Resource, namespace: str | None) -> list[dict[str, Any]]:
+    """The objects of a kind; none where the cluster does not serve it (no RolloutPolicy CRD: a cluster
+    without the in-cluster controller; no DisaggregatedSet CRD)."""
+    try:
+        items, _ = kube.list(res, namespace)
+    except NotFound:
+        return []
+    return items
+
+
 def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = None) -> list[Trace]:
     """Every recorded rollout in ``namespace`` (None: all), oldest first; ``only``: policy names, or
     targets as ``lws/NAME`` / ``ds/NAME``."""
     wanted = set(only or [])
     traces: list[Trace] = []
     covered: set[tuple[str, str]] = set()
-    policies, _ = kube.list(ROLLOUT_POLICY, namespace)
+    policies = _list(kube, ROLLOUT_POLICY, namespace)
     for p in policies:
         meta, ref = p["metadata"], (p.get("spec") or {}).get("targetRef") or {}
         ns, kind, name = meta["namespace"], str(ref.get("kind")), str(ref.get("name"))
@@ -252,8 +278,7 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
             _finish(t, objs)
         traces += mine
     for res, short, kind in ((LWS, "lws", "LeaderWorkerSet"), (DS, "ds", "DisaggregatedSet")):
-        items, _ = kube.list(res, namespace)
-        for o in items:
+        for o in _list(kube, res, namespace):
             ns, name = o["metadata"]["namespace"], o["metadata"]["name"]
             if (ns, name) in covered or (wanted and f"{short}/{name}" not in wanted):
                 continue
@@ -271,7 +296,7 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
     for i, t in enumerate(traces):
         evs = events[t.namespace]
         later = [u.started for u in traces[i + 1:] if (u.namespace, u.name) == (t.namespace, t.name)]
-        _attach(t, sorted(e for n in {t.name, *t.objects} for e in evs.get(n, [])),
+        _attach(t, [e for n in sorted({t.name, *t.objects}) for e in evs.get(n, [])],
                 (later[0] or float("inf")) if later else float("inf"))
     return traces
 
@@ -286,3 +311,20 @@ def _finish(t: Trace, objs: list[dict[str, Any]]) -> None:
 def drawable(traces: list[Trace]) -> list[Trace]:
     """The traces with at least one stage recorded (the pictures draw nothing for the others)."""
     return [t for t in traces if any(s.started is not None or s.ended is not None for s in t.stages)]
+
+
+def dump(traces: list[Trace]) -> list[dict[str, Any]]:
+    """The traces as JSON-ready dicts (the demo keeps them beside its pictures)."""
+    return [asdict(t) for t in traces]
+
+
+def load(items: list[dict[str, Any]]) -> list[Trace]:
+    """The inverse of :func:`dump`."""
+    out = []
+    for d in items:
+        d = dict(d)
+        d["stages"] = [Stage(**s) for s in d.get("stages") or []]
+        d["rollback"] = tuple(d["rollback"]) if d.get("rollback") else None
+        d["events"] = [tuple(e) for e in d.get("events") or []]
+        out.append(Trace(**d))
+    return out

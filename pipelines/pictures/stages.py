@@ -1,7 +1,8 @@
 """The stages picture: one lane per rollout (and P/D role), one bar per stage, each lane from its own start.
 
 A stage's bar runs from its start to its end, hatched up to the moment its gate passed (waiting for
-readiness), solid after (bake and checks); failed stages are red; a rollback is an orange bar from its
+readiness), solid after (bake and checks); a dotted line marks a hold between two stages (a manual
+gate, a pause); failed stages are red; a rollback is an orange bar from its
 start to the moment the previous template was back on every group, with an X where it started and the
 word "rollback" beside it. The rollouts ran one after another: each lane starting at its own zero lets
 their shapes compare. Every drawn artist carries a ``gid`` (``stage:LANE:INDEX:wait|bake``,
@@ -10,6 +11,7 @@ their shapes compare. Every drawn artist carries a ``gid`` (``stage:LANE:INDEX:w
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 from lwsflow.pipelines.pictures.records import Trace, drawable
@@ -48,9 +50,15 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
     fig = Figure(figsize=(11, 0.5 * len(rows) + 1.6))
     ax = fig.add_subplot()
     span = 0.0
+    holds = []
     for y, (label, t, role) in enumerate(rows):
         t0 = t.started or min(s.started or s.ended or 0.0 for s in t.stages)
-        for s in (s for s in t.stages if s.role == role):
+        mine = sorted((s for s in t.stages if s.role == role), key=lambda s: s.index)
+        for prev, nxt in itertools.pairwise(mine):  # held between stages: a manual gate, a pause
+            if prev.ended is not None and nxt.started is not None and nxt.started - prev.ended > 1.0:
+                holds.append((y, (prev.ended - t0) / 60, (nxt.started - t0) / 60,
+                              f"hold:{label}:{nxt.index}"))
+        for s in mine:
             start = s.started if s.started is not None else s.ended
             if start is None:
                 continue
@@ -80,6 +88,11 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
             mark.set_gid(f"rollback-mark:{label}")
             ax.annotate("rollback", (rb1, y), xytext=(4, 0), textcoords="offset points", fontsize=7,
                         va="center")
+    for y, a, b, gid in holds:  # drawn once the span is known: a hold shorter than 1% of it is noise
+        if b - a > span * 0.01:
+            (held,) = ax.plot([a, b], [y, y], color="0.35", linestyle=":", linewidth=1.5)
+            held.set_gid(gid)
+            ax.text((a + b) / 2, y - 0.1, "held", fontsize=7, ha="center", va="bottom", color="0.35")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.set_xlim(0, span * 1.12 + 0.05)
@@ -91,7 +104,9 @@ def stages_figure(traces: list[Trace], title: str = "staged rollouts") -> Figure
                Patch(facecolor=COLORS["passed"], alpha=0.9, label="bake + checks (stage passed)"),
                Patch(facecolor=COLORS["failed"], alpha=0.9, label="stage failed"),
                Patch(facecolor=ROLLBACK, alpha=0.9, label="rollback to the previous template"),
-               Line2D([], [], marker="X", color="black", linestyle="none", label="rollback started")]
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
+               Line2D([], [], marker="X", color="black", linestyle="none", label="rollback started"),
+               Line2D([], [], color="0.35", linestyle=":", linewidth=1.5,
+                      label="held between stages (manual gate, pause)")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.6 / fig.get_figheight(), 1, 1))
     return fig

@@ -90,6 +90,7 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     shown = drawable(traces)
     if not shown:
@@ -114,6 +115,7 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
         if t.replicas:
             ax.axhline(t.replicas, color="0.5", linestyle="--", linewidth=1)
         ax.set_ylim(0, max(t.replicas, max((s.groups for s in t.stages), default=1)) * 1.25 + 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("groups", color=GROUPS)
         ax.tick_params(axis="y", colors=GROUPS)
         if t.gpus_per_group:
@@ -122,6 +124,7 @@ def timeline_figure(traces: list[Trace], title: str = "rollout timelines") -> Fi
                                          [s for s in t.stages if s.role == roles[0]])
             gx.fill_between(xs, [y * t.gpus_per_group for y in ys], color=GPUS, alpha=0.12, linewidth=0)
             gx.set_ylim(0, ax.get_ylim()[1] * t.gpus_per_group)
+            gx.yaxis.set_major_locator(MaxNLocator(integer=True))
             gx.set_ylabel("GPUs", color=GPUS)
             gx.tick_params(axis="y", colors=GPUS)
         marks = merged_marks(t)

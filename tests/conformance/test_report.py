@@ -40,8 +40,10 @@ def test_report_draws_a_staged_rollout_and_a_rollback_on_the_reference_cluster(r
                           timeout=120, check=False, env={**os.environ})
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
+    events = reference.kubectl("get", "events", "-n", ns, "-o",  # what the first release left
+                               "custom-columns=T:.firstTimestamp,R:.reason,M:.message").stdout
     assert any(f"{ns}/m rollout" in ln and "Succeeded, 3/3 stage records passed (from events)" in ln
-               for ln in lines), proc.stdout
+               for ln in lines), proc.stdout + events
     assert any("RolledBack, 0/1 stage records passed, rolled back (from annotations)" in ln
                for ln in lines), proc.stdout
     for name in ("stages.png", "timeline.png"):
