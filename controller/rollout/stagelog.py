@@ -51,10 +51,13 @@ def stage_entry(rec: StageRecord, *, ended: float, result: str, replicas: int) -
 
 
 def with_stage(text: str, entry: Entry) -> str:
-    """The log with ``entry`` recorded (replacing an earlier entry of the same stage and result, which
-    a controller that resumed after the write but before its own bookkeeping would add twice)."""
-    log = [e for e in parse(text) if not (e.get("stage") == entry["stage"]
-                                          and e.get("result") == entry["result"])]
+    """The log with ``entry`` recorded: in place of an entry of the same stage and result (which a
+    controller that resumed after the write but before its own bookkeeping would add twice), else last."""
+    log = parse(text)
+    for i, e in enumerate(log):
+        if e.get("stage") == entry["stage"] and e.get("result") == entry["result"]:
+            log[i] = entry
+            return dump(log)
     return dump([*log, entry])
 
 
