@@ -190,3 +190,23 @@ def test_records_survive_only_in_the_cluster(recorded: Env) -> None:
     assert [len(h["stages"]) for h in hist] == [3, 1] and hist[1]["rollbackFinished"]
     events, _ = recorded.kube.list(EVENT, NS)
     assert any(e["reason"] == "StagePassed" for e in events)
+
+
+def test_the_demo_draws_nothing_and_says_so_on_a_cluster_without_records(tmp_path: Path) -> None:
+    """A cluster whose workloads were never rolled out by lwsflow: no picture (an older one is removed),
+    the reason, and every model's check false (the demo fails)."""
+    from lwsflow.pipelines import demo_pictures
+
+    env = make_env(tmp_path / "cluster")
+    try:
+        env.create_ready(lws_manifest("m", replicas=2))
+        out = tmp_path / "demo"
+        out.mkdir()
+        (out / "stages.png").write_bytes(b"an older run's picture")
+        paths, found, empty = demo_pictures.draw(env.kubeconfig, out, ["m"], "m")
+    finally:
+        env.close()
+    assert paths == [] and "no rollout recorded a stage" in empty
+    assert found == {"stages.png: m's stages recorded and drawn": False,
+                     "stages.png: m's bad release failed a stage and was rolled back": False}
+    assert sorted(p.name for p in out.iterdir()) == ["records.json"]
