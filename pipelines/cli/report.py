@@ -1,6 +1,7 @@
 """`lwsflow report`: the rollout pictures of any cluster, from what it recorded.
 
-    lwsflow report [POLICY|lws/NAME|ds/NAME ...] [-n NS | --all-namespaces] [--kubeconfig PATH] --out DIR
+    lwsflow report [POLICY|lws/NAME|ds/NAME|pair/NAME ...] [-n NS | --all-namespaces]
+        [--kubeconfig PATH] --out DIR
 
 Reads the RolloutPolicies' status history, the targets' ``rollout.lwsflow.io/stage-log`` annotations and
 their Events (``lwsflow.pipelines.pictures.records``), whoever drove the rollouts, and writes
@@ -20,7 +21,8 @@ from lwsflow.pipelines.cli.app import app
 @app.command()
 def report(
     targets: Annotated[list[str] | None, typer.Argument(
-        help="RolloutPolicy names, or targets lws/NAME, ds/NAME (default: every recorded rollout)")] = None,
+        help="RolloutPolicy names, or targets lws/NAME, ds/NAME, pair/NAME (default: every recorded "
+             "rollout)")] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
     kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
@@ -34,9 +36,9 @@ def report(
 
     for t in targets or []:
         kind, _, name = t.rpartition("/")
-        if kind not in ("", "lws", "ds") or not name:
-            raise InvalidInput(f"target {t!r}: expected a RolloutPolicy name, lws/NAME or ds/NAME",
-                               field="targets")
+        if kind not in ("", "lws", "ds", "pair") or not name:
+            raise InvalidInput(f"target {t!r}: expected a RolloutPolicy name, lws/NAME, ds/NAME or "
+                               "pair/NAME", field="targets")
     if out.exists() and not out.is_dir():
         raise InvalidInput(f"{out} is not a folder", field="out")
     kube = Kube.connect(kubeconfig)

@@ -29,6 +29,7 @@ from lwsflow.controller.rollout import state
 MARKED = ("RolloutStarted", "StageStarted", "StagePassed", "StageFailed", "AnalysisRun", "RollbackStarted",
           "RolledBack", "RolloutSucceeded", "RolloutAborted", "PromotionReceived")
 _KIND_RES = {"LeaderWorkerSet": LWS, "DisaggregatedSet": DS}
+_SHORT = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds", "LeaderWorkerSetPair": "pair"}
 
 
 @dataclass
@@ -255,7 +256,7 @@ def _list(kube: Kube, res: Resource, namespace: str | None) -> list[dict[str, An
 
 def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = None) -> list[Trace]:
     """Every recorded rollout in ``namespace`` (None: all), oldest first; ``only``: policy names, or
-    targets as ``lws/NAME`` / ``ds/NAME``."""
+    targets as ``lws/NAME``, ``ds/NAME``, ``pair/NAME`` (a policy's target, or one no policy owns)."""
     wanted = set(only or [])
     traces: list[Trace] = []
     covered: set[tuple[str, str]] = set()
@@ -266,7 +267,7 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
         objs = _targets(kube, p)
         covered.update((ns, o["metadata"]["name"]) for o in objs)
         covered.add((ns, name))
-        if wanted and meta["name"] not in wanted:
+        if wanted and not {meta["name"], f"{_SHORT.get(kind, '?')}/{name}"} & wanted:
             continue
         mine = [_from_timings(ns, kind, name, str(h.get("id")), str(h.get("outcome")), h.get("started"),
                               h.get("finished"), h, "status")

@@ -179,6 +179,10 @@ def test_report_cli_draws_from_the_cluster_and_fails_on_an_empty_one(
     assert capsys.readouterr().err.startswith("error: nothing to draw in namespace nowhere")
     assert not empty.exists()
     assert main(["report", "x/y/z", "--kubeconfig", str(recorded.kubeconfig)]) == 2
+    # a policy's target by its kind/name, or the policy by its name: the same two rollouts
+    for only in (["lws/beta"], ["beta"]):
+        traces = pictures.collect(recorded.kube, NS, only)
+        assert [(t.name, t.outcome) for t in traces] == [("beta", "Succeeded"), ("beta", "RolledBack")]
 
 
 def test_records_survive_only_in_the_cluster(recorded: Env) -> None:
