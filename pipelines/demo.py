@@ -258,17 +258,19 @@ def _verdict(run: PipelineRun) -> str:
     return f"bad release: failed at {run.failed_task}: {last or 'see the step logs'}"
 
 
-def _pictures(stack: LocalStack, out: Path, runs: dict[str, PipelineRun]) -> list[Path]:
-    """``timeline.png``: every workload's desired/ready/updated groups and GPUs over cluster time
-    (the simulator's plot); ``stages.png``: each rollout's stages, gate wait versus bake and hooks."""
-    from lwsflow.pipelines.timeline import draw_timeline
-    from lwsflow.sim.plot import plot
+def _pictures(stack: LocalStack, out: Path, released: list[str], bad_model: str | None) -> bool:
+    """``stages.png`` and ``timeline.png`` from what the cluster recorded (``lwsflow report``'s code);
+    False (the demo fails) when they would not show every released model's stages and the rollback."""
+    from lwsflow.pipelines import demo_pictures
 
-    pictures = [plot(stack.timeline, out / "timeline.png", title="lwsflow demo: the embedded cluster")]
-    reports = {label: r.reports["rollout"] for label, r in runs.items() if "rollout" in r.reports}
-    if reports:
-        pictures.append(draw_timeline(reports, out / "stages.png"))
-    return pictures
+    paths, checks, empty = demo_pictures.draw(stack.kubeconfig, out, released, bad_model)
+    if empty:
+        console.print(f"[red]pictures: nothing to draw[/] ({empty}); no stages.png or timeline.png written")
+    for picture in paths:
+        console.print(f"picture: {picture}")
+    for name, ok in checks.items():
+        console.print(f"  {'[green]✓[/]' if ok else '[red]✗[/]'} {name}")
+    return bool(paths) and all(checks.values())
 
 
 @dataclass
@@ -497,11 +499,10 @@ def _releases(stack: LocalStack, out: Path, chosen: list[str], source: str, targ
             summary["bad_release"] = detail
             runs.append(bad)
             code = code or (0 if caught else 1)
-    drawn = {r.model: r for r in runs[:len(chosen)]}
-    if "bad_release" in summary:
-        drawn[f"{summary['bad_release']['model']} (bad release)"] = runs[-1]
-    for picture in _pictures(stack, out, drawn):
-        console.print(f"picture: {picture}")
+    bad_model = summary["bad_release"]["model"] if "bad_release" in summary else None
+    drawn = _pictures(stack, out, [x.model for x in results if x.ok], bad_model)
+    summary["pictures"] = drawn
+    code = code or (0 if drawn else 1)
     if ctl is not None and promoter is not None:
         summary["controller"] = _controller_summary(ctl, promoter)
     summary["wall_s"] = round(time.monotonic() - t0, 1)

@@ -37,6 +37,7 @@ PHASES = ("Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "
 Phase = Literal["Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack",
                 "Failed", "Aborted"]
 HISTORY_LIMIT = 5
+STAGE_TIMINGS_LIMIT = 48  # per rollout in status.history: a pair's two roles of rollout/stagelog.LIMIT
 ANALYSIS_MEASUREMENTS_LIMIT = 10  # per metric, in status.analysis
 ANALYSIS_VERDICTS_LIMIT = 10
 
@@ -229,8 +230,23 @@ class Condition(_Model):
     lastTransitionTime: str = ""
 
 
+class StageTiming(_Model):
+    """One stage of a rollout as the target recorded it (``rollout.lwsflow.io/stage-log``): started,
+    gate passed (readiness; bake and checks follow), ended; RFC 3339 in the cluster's clock."""
+
+    stage: int
+    role: str = ""  # prefill or decode: the LWS of a pair the stage moved
+    groups: int = 0  # groups on the new revision once the stage passed
+    replicas: int = 0
+    started: str = ""
+    gatePassed: str = ""
+    ended: str = ""
+    result: str = ""  # passed | failed
+    minReady: int | None = None  # the fewest ready groups seen during the stage
+
+
 class RolloutRecord(_Model):
-    """One past rollout: its outcome and timing."""
+    """One past rollout: its outcome and timing, stage by stage (what ``lwsflow report`` draws)."""
 
     id: str
     templateHash: str = ""
@@ -238,6 +254,9 @@ class RolloutRecord(_Model):
     started: str = ""
     finished: str = ""
     message: str = ""
+    stages: list[StageTiming] = Field(default_factory=list, max_length=STAGE_TIMINGS_LIMIT)
+    rollbackStarted: str = ""
+    rollbackFinished: str = ""
 
 
 class AnalysisMeasurementStatus(_Model):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.policy import gates
+from lwsflow.controller.policy import gates, timings
 from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.rollout import state
 
@@ -67,7 +67,7 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
                                                                           for h in history):
         history.append({"id": st.id, "templateHash": st.target_hash or st.manifest_hash,
                         "outcome": _FINAL[st.phase], "started": st.started, "finished": st.updated,
-                        "message": st.reason[:300]})
+                        "message": st.reason[:300], **timings.timings([obj, *others])})
     old_conds = list(old.get("conditions") or [])
     conditions = [
         _condition("Progressing", phase in ("Progressing", "WaitingForPromotion"), phase,

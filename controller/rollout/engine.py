@@ -23,7 +23,7 @@ from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import Conflict
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
-from lwsflow.controller.rollout import gate, planner, state
+from lwsflow.controller.rollout import gate, planner, stagelog, state
 from lwsflow.controller.rollout.hooks import Hook, HookContext, run_hook
 from lwsflow.controller.rollout.kinds import KindStrategy, LwsKind, rest_patch
 from lwsflow.controller.rollout.options import RolloutOptions
@@ -310,8 +310,11 @@ class Rollout:
         """Record stage ``k`` passed (with the next partition, or the end, in the same write)."""
         last = k + 1 >= len(st.targets)
         now = self.clock.now()
-        ann = state.RolloutState(passed=k + 1, updated=state.iso(now), stage_started=state.iso(now))
-        keys: tuple[str, ...] = ("passed", "updated", "stage_started")
+        logged = stagelog.with_stage(state.RolloutState.from_object(self.obj).stage_log, stagelog.stage_entry(
+            rec, ended=now, result="passed", replicas=gate.replicas(self.obj)))
+        ann = state.RolloutState(passed=k + 1, updated=state.iso(now), stage_started=state.iso(now),
+                                 stage_log=logged)
+        keys: tuple[str, ...] = ("passed", "updated", "stage_started", "stage_log")
         patch: Obj = {"metadata": {"annotations": ann.annotations(keys)}}
         nxt: int | None = None
         frozen: Obj = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.rollout import gate, state
+from lwsflow.controller.rollout import gate, stagelog, state
 from lwsflow.controller.rollout.kinds import KindStrategy, rest_patch
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import FAILED, PAUSED, ROLLED_BACK, ForeignTemplate, Outcome
@@ -36,7 +36,10 @@ class Rollback:
             return Outcome(FAILED, reason, t.report)
         if st.no_rollback or self.opts.no_rollback or not st.previous_template:
             why = reason if st.previous_template else f"{reason} (no previous template recorded)"
-            t.mark(st, paused=True, reason=why)
+            logged = stagelog.with_failed(state.RolloutState.from_object(t.obj).stage_log,
+                                          [r for r in t.report.stages if r.role == t.role],
+                                          replicas=gate.replicas(t.obj))
+            t.mark(st, paused=True, reason=why, stage_log=logged)
             return Outcome(PAUSED, f"rollout {st.id} paused for a human: {why}", t.report)
         self.apply(st, reason)
         return self.wait(state.RolloutState.from_object(t.obj))
@@ -53,9 +56,15 @@ class Rollback:
             chash = state.template_hash(state.template_of(cur))
             if chash not in (st.target_hash, st.previous_hash) and st.target_hash:
                 raise ForeignTemplate(chash)
+            # the failed stage and the rollback's start, in the write that starts it (stagelog)
+            mine = [r for r in t.report.stages if r.role == t.role]
+            logged = stagelog.with_rollback(stagelog.with_failed(cst.stage_log, mine,
+                                                                 replicas=gate.replicas(cur)), started=now)
             ann = state.RolloutState(phase=state.ROLLING_BACK, reason=reason, updated=state.iso(now),
-                                     stage_started=state.iso(now), paused=False, abort=False)
-            keys: tuple[str, ...] = ("phase", "reason", "updated", "stage_started", "paused", "abort")
+                                     stage_started=state.iso(now), paused=False, abort=False,
+                                     stage_log=logged)
+            keys: tuple[str, ...] = ("phase", "reason", "updated", "stage_started", "paused", "abort",
+                                     "stage_log")
             if cst.phase == state.ROLLING_BACK:
                 keys = ("phase", "paused", "abort")  # a resumed rollback keeps its start and reason
             patch: Obj = {"metadata": {"annotations": ann.annotations(keys)},
@@ -106,9 +115,11 @@ class Rollback:
         # GitOps: rolled back AND frozen in one write, so the template Git still holds (Argo CD
         # syncs it back until Git is reverted) cannot roll every group at once
         t = self.t
-        ann = state.RolloutState(updated=state.iso(t.clock.now()), phase=state.ROLLED_BACK)
+        ann = state.RolloutState(updated=state.iso(t.clock.now()), phase=state.ROLLED_BACK,
+                                 stage_log=stagelog.with_rollback(cst.stage_log, ended=t.clock.now()))
         frozen = rest_patch(self.kind, cst, t.obj)
-        t.write(deep_merge({"metadata": {"annotations": ann.annotations(("updated", "phase"))}}, frozen))
+        t.write(deep_merge({"metadata": {"annotations": ann.annotations(("updated", "phase", "stage_log"))}},
+                           frozen))
         if frozen:
             t.report.partitions_written.append(gate.replicas(t.obj))
             t.settle(t.clock.now() + self.opts.deadline_s)

@@ -37,7 +37,7 @@ _KEYS = {  # attribute -> annotation suffix
     "deadline_s": "deadline-seconds", "started": "started", "updated": "updated",
     "reason": "reason", "paused": "paused", "abort": "abort", "stage_started": "stage-started",
     "no_rollback": "no-rollback", "last_good": "last-good-template", "manifest_hash": "manifest-hash",
-    "gitops": "gitops",
+    "gitops": "gitops", "stage_log": "stage-log",
 }
 
 
@@ -117,6 +117,9 @@ class RolloutState:
     # Started without --manifest (GitOps applied the template): the end refreezes the partition at
     # replicas, so the next template Git syncs waits for a staged rollout too.
     gitops: bool = False
+    # when each stage started, passed its gate and ended, and the rollback (``stagelog``): the record
+    # the pictures are drawn from, whoever drove the rollout
+    stage_log: str = ""
 
     @property
     def active(self) -> bool:

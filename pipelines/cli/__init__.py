@@ -21,7 +21,7 @@ __all__ = ["entry", "main", "one_line"]
 
 # Each area owns one module; importing it registers its commands on `app`.
 _COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "controller",
-                    "refcluster", "analysis", "dashboard")
+                    "refcluster", "analysis", "report", "dashboard")
 
 
 def _register() -> None:

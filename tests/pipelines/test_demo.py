@@ -47,6 +47,9 @@ def test_demo_releases_shows_the_llmd_path_then_analysis_catches_a_slower_releas
         assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (tmp_path / picture).stat().st_mode & 0o777 == plain_mode, picture  # not mkstemp's 0600
     assert not list(tmp_path.glob(".*.tmp"))
+    # drawn from the cluster's records (the controller drove the rollouts): issue 27
+    assert summary["pictures"] is True
+    assert "✓ stages.png: qwen-7b's bad release failed a stage and was rolled back" in out
     assert "cluster on the old revision" in out
     assert ("bad release: rolled back at stage 1: hook failed: lwsflow: exit 1 analysis failed: "
             "ttft-p95=failed") in " ".join(out.split())

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from lwsflow.pipelines import pictures
 from lwsflow.pipelines.demo import _Progress, _verdict
 from lwsflow.pipelines.local_run import PipelineRun
-from lwsflow.pipelines.timeline import draw_timeline
+from lwsflow.pipelines.pictures.records import Stage, Trace
 
 TRACE = ("12:00:00.123 - INFO - Executing task 'build-image'\n"
          "Traceback (most recent call last):\n"
@@ -41,10 +42,9 @@ def test_verdict_of_a_rolled_back_release() -> None:
 def test_stages_picture_gets_the_mode_of_an_ordinary_file(tmp_path: Path) -> None:
     plain = tmp_path / "plain.txt"
     plain.write_text("x")
-    rep = {"started": 0.0, "ended": 120.0, "stages": [
-        {"index": 1, "role": "", "started": 0.0, "gate_passed": 60.0, "ended": 120.0, "result": "passed",
-         "target_groups": 1}], "rollbacks": []}
-    path = draw_timeline({"m": rep}, tmp_path / "stages.png")
+    trace = Trace("ns", "LeaderWorkerSet", "m", "abc", "Succeeded", 0.0, 120.0, "status",
+                  [Stage(1, "", 1, 0.0, 60.0, 120.0, "passed")])
+    path = pictures.write_png(pictures.stages_figure([trace]), tmp_path / "stages.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777  # the umask's, not mkstemp's 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt", "stages.png"]  # no temp file left
