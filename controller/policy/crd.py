@@ -3,7 +3,8 @@
 pydantic's JSON Schema is not a Kubernetes *structural* schema: it uses ``$ref``/``$defs``, ``anyOf``
 with ``null`` for optional fields, ``title``s and ``const``. :func:`structural` rewrites it: refs
 inlined, optionals become plain optional properties, ``int | str`` becomes
-``x-kubernetes-int-or-string``, every node gets a ``type``. ``metadata`` is left to the API server.
+``x-kubernetes-int-or-string``, numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the OpenAPI 3.0
+pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``. ``metadata`` is left to the API server.
 
 The generated CRD is shipped twice: ``overlays/controller/crd.yaml`` (what a cluster applies) and
 ``controller/api/crds/rolloutpolicies.json.gz`` (what the embedded cluster and ``crd_info`` read).
@@ -69,6 +70,13 @@ def _structural(node: Any) -> Any:
         if default is not None:
             merged["default"] = default
         return _structural(merged)
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        # JSON Schema 2020 spells an open bound as a number; apiextensions v1 (OpenAPI 3.0) only
+        # takes the bound itself plus a boolean, and refuses the number outright
+        value = node.get(exclusive)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[bound] = value
+            node[exclusive] = True
     if "const" in node:
         node["enum"] = [node.pop("const")]
     if "enum" in node and "type" not in node:
@@ -81,6 +89,9 @@ def _structural(node: Any) -> Any:
         node["items"] = _structural(node["items"])
     if node.get("type") == "object" and not node.get("properties") and "additionalProperties" not in node:
         node.setdefault("properties", {})
+    if "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        # a free-form value (``Any``): a structural schema types every node or says it is free-form
+        node["x-kubernetes-preserve-unknown-fields"] = True
     return node
 
 
