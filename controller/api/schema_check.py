@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -113,8 +113,20 @@ def fast_check(plural: str) -> Check:
 
 def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
     """Every schema violation of an (already defaulted) object, sorted by path."""
-    out: list[FieldError] = []
     errors = () if fast_check(plural)(obj) else validator(plural).iter_errors(obj)
+    return _field_errors(errors, cel_errors(obj, plural))
+
+
+def schema_errors_for(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
+    """``schema_errors`` against a schema that is not packaged (a CRD applied to the embedded cluster)."""
+    errors = _Validator(schema, format_checker=_format_checker()).iter_errors(obj)
+    rules = [FieldError(v.path, v.message) for v in cel.violations(obj, schema, skip=())] \
+        if cel.has_rules(schema, ()) else []
+    return _field_errors(errors, rules)
+
+
+def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[FieldError]) -> list[FieldError]:
+    out: list[FieldError] = []
     for err in errors:
         parts = list(err.absolute_path)
         if err.validator == "required":
@@ -124,7 +136,7 @@ def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
                     out.append(FieldError(field_path([*parts, name]), "Required value"))
             continue
         out.append(FieldError(field_path(parts), _message(err)))
-    out.extend(cel_errors(obj, plural))
+    out.extend(rules)
     return sorted(set(out), key=lambda e: (e.path, e.message))
 
 

@@ -4,7 +4,8 @@ pydantic's JSON Schema is not a Kubernetes *structural* schema: it uses ``$ref``
 with ``null`` for optional fields, ``title``s and ``const``. :func:`structural` rewrites it: refs
 inlined, optionals become plain optional properties, ``int | str`` becomes
 ``x-kubernetes-int-or-string``, numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the OpenAPI 3.0
-pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``. ``metadata`` is left to the API server.
+pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``.
+``metadata`` is left to the API server.
 
 The generated CRD is shipped twice: ``overlays/controller/crd.yaml`` (what a cluster applies) and
 ``controller/api/crds/rolloutpolicies.json.gz`` (what the embedded cluster and ``crd_info`` read).
