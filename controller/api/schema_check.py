@@ -84,9 +84,13 @@ def _message(err: jsonschema.ValidationError) -> str:
         return f"Invalid value: {_short(inst)}: must be of type {val}"
     if v == "enum":
         return f"Unsupported value: {_short(inst)}: supported values: " + ", ".join(f'"{x}"' for x in val)
-    if v == "minimum":
+    if v == "minimum":  # Draft 4's boolean exclusiveMinimum is reported under "minimum"
+        if err.schema.get("exclusiveMinimum") is True:
+            return f"Invalid value: {inst}: must be greater than {val}"
         return f"Invalid value: {inst}: must be greater than or equal to {val}"
     if v == "maximum":
+        if err.schema.get("exclusiveMaximum") is True:
+            return f"Invalid value: {inst}: must be less than {val}"
         return f"Invalid value: {inst}: must be less than or equal to {val}"
     if v == "pattern":
         return f"Invalid value: {_short(inst)}: should match '{val}'"
