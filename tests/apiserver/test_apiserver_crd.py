@@ -158,3 +158,46 @@ def test_openapi_v2_protobuf_and_json(server: ApiServer) -> None:
     assert "anyOf" not in json.dumps(rp)  # what Swagger 2.0 cannot say is dropped
     patch = doc["paths"]["/apis/lwsflow.io/v1alpha1/namespaces/{namespace}/rolloutpolicies/{name}"]["patch"]
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+
+
+def _docs_policy() -> str:
+    """The RolloutPolicy example of docs/controller.md (its first ```yaml block), as written."""
+    text = (REPO / "docs" / "controller.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "kind: RolloutPolicy" in block
+    return block
+
+
+def test_kubectl_apply_f_of_the_docs_policy_to_sim_serve(tmp_path: Path) -> None:
+    """`kubectl apply -f policy.yaml` with kubectl's default (client-side) validation, against
+    `lwsflow sim serve`: the docs' policy is created; one with an unknown field is refused as
+    kube-apiserver refuses it (kubectl finds fieldValidation in the OpenAPI and lets the server check
+    strictly; tests/conformance/test_crd_api.py shows the reference cluster's answer is the same)."""
+    import signal
+    import sys
+
+    kc = tmp_path / "sim.kubeconfig"
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "lwsflow"), "sim", "serve", "--kubeconfig", str(kc),
+                             "--duration", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("serving https://127.0.0.1:")
+
+        def kubectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(kc),
+                                   "--cache-dir", str(tmp_path / "kcache"), *args], input=stdin,
+                                  capture_output=True, text=True, timeout=60, check=False)
+
+        policy = _docs_policy()
+        assert kubectl("create", "namespace", "llm-dev").returncode == 0
+        out = kubectl("apply", "-f", "-", stdin=policy)
+        assert out.returncode == 0 and "rolloutpolicy.lwsflow.io/llama-70b created" in out.stdout, out.stderr
+        bad = policy.replace("name: llama-70b, namespace", "name: other, namespace").replace(
+            "  onFailure: rollback", "  onFailur: rollback")
+        out = kubectl("apply", "-f", "-", stdin=bad)
+        assert out.returncode == 1
+        assert ('RolloutPolicy in version "v1alpha1" cannot be handled as a RolloutPolicy: strict decoding error: '
+                'unknown field "spec.onFailur"') in out.stderr, out.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
