@@ -98,7 +98,8 @@ def check_unknown(rtype: kinds.ResourceType, obj: dict[str, Any], field_validati
         from lwsflow.controller.api.schema_check import structural_walk
 
         unknown: list[str] = []
-        implicit = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+        implicit = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object"}}
         # apiVersion, kind and metadata are every object's, whether the schema lists them or not
         root = {**schema, "properties": {**implicit, **(schema.get("properties") or {})}}
         structural_walk(obj, root, [], unknown, [], root=True)

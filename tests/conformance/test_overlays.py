@@ -70,15 +70,26 @@ def test_every_kustomization_is_covered() -> None:
     """Every kustomization under overlays/ is applied itself or as part of one that is."""
     every = set(_kustomizations())
     assert _reachable(ROOTS) == every
-    assert {"controller", "controller/pdprobe", "rbac", "rbac/bluegreen", "dev", "staging", "prod",
-            "argocd"} <= set(ROOTS), ROOTS
+    assert {
+        "controller",
+        "controller/pdprobe",
+        "rbac",
+        "rbac/bluegreen",
+        "dev",
+        "staging",
+        "prod",
+        "argocd",
+    } <= set(ROOTS), ROOTS
     assert set(PREREQUISITES) | set(NO_CRD) | set(TRANSIENT) <= set(ROOTS)
 
 
 def _namespaces(t: Target, rel: str) -> set[str]:
     out = t.kubectl("kustomize", str(OVERLAYS / rel)).stdout
-    return {d["metadata"]["namespace"] for d in yaml.safe_load_all(out)
-            if d and d.get("kind") != "Namespace" and d["metadata"].get("namespace")}
+    return {
+        d["metadata"]["namespace"]
+        for d in yaml.safe_load_all(out)
+        if d and d.get("kind") != "Namespace" and d["metadata"].get("namespace")
+    }
 
 
 def _apply(t: Target, rel: str) -> None:
