@@ -126,10 +126,42 @@ def schema_errors_for(obj: dict[str, Any], schema: dict[str, Any]) -> list[Field
     errors = _Validator(schema, format_checker=_format_checker()).iter_errors(obj)
     rules = [FieldError(v.path, v.message) for v in cel.violations(obj, schema, skip=())] \
         if cel.has_rules(schema, ()) else []
-    return _field_errors(errors, rules)
+    return _field_errors(errors, rules, in_body=True)
 
 
-def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[FieldError]) -> list[FieldError]:
+def _in_body(err: jsonschema.ValidationError, path: str) -> str | None:
+    """kube-openapi's own wording, which apiextensions passes through as ``Invalid value`` for the
+    bounds and patterns of a custom resource (``spec.size in body should be greater than 0``)."""
+    v, val, inst = err.validator, err.validator_value, err.instance
+    if v == "minimum":
+        rel = "greater than" if err.schema.get("exclusiveMinimum") is True else "greater than or equal to"
+    elif v == "maximum":
+        rel = "less than" if err.schema.get("exclusiveMaximum") is True else "less than or equal to"
+    elif v == "pattern":
+        return f"Invalid value: {_short(inst)}: {path} in body should match '{val}'"
+    elif v == "type" and isinstance(val, str):
+        kind = _json_type(inst)
+        return f'Invalid value: "{kind}": {path} in body must be of type {val}: "{kind}"'
+
+    else:
+        return None
+    return f"Invalid value: {inst}: {path} in body should be {rel} {val}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
+
+
+def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[FieldError], *,
+                  in_body: bool = False) -> list[FieldError]:
     out: list[FieldError] = []
     for err in errors:
         parts = list(err.absolute_path)
@@ -139,7 +171,8 @@ def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[Fiel
                 if name not in inst:
                     out.append(FieldError(field_path([*parts, name]), "Required value"))
             continue
-        out.append(FieldError(field_path(parts), _message(err)))
+        path = field_path(parts)
+        out.append(FieldError(path, (in_body and _in_body(err, path)) or _message(err)))
     out.extend(rules)
     return sorted(set(out), key=lambda e: (e.path, e.message))
 

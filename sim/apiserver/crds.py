@@ -132,42 +132,35 @@ def _names_errors(names: dict[str, Any]) -> list[FieldError]:
 
 
 def _structural(node: Any, path: str, level: str, out: list[FieldError]) -> None:
-    """apiextensions' structural-schema invariants (schema/validation.go), ``level`` root/field/item."""
+    """apiextensions' structural-schema invariants (schema/validation.go), ``level`` root/field/item,
+    in its order: a node's children before its own junctors and type."""
     if not isinstance(node, dict):
         return
     if node.get("type") == "array" and "items" not in node:
         out.append(FieldError(f"{path}.items", "Required value: must be specified"))
     if isinstance(node.get("items"), dict):
         _structural(node["items"], f"{path}.items", "item", out)
-    for key, child in (node.get("properties") or {}).items():
+    for key, child in sorted((node.get("properties") or {}).items()):
         _structural(child, f"{path}.properties[{key}]", "field", out)
     if isinstance(node.get("additionalProperties"), dict):
         if level == "root":
             out.append(FieldError(f"{path}.additionalProperties", "Forbidden: must not be used at the root"))
         _structural(node["additionalProperties"], f"{path}.additionalProperties", "field", out)
     int_or_string = node.get("x-kubernetes-int-or-string") is True
-    for junctor in _JUNCTORS:
+    if int_or_string and node.get("x-kubernetes-preserve-unknown-fields") is True:
+        out.append(FieldError(f"{path}.x-kubernetes-preserve-unknown-fields",
+                              "Invalid value: true: must be false if x-kubernetes-int-or-string is true"))
+    for junctor in ("anyOf", "allOf", "oneOf", "not"):
         branches = node.get(junctor)
         if branches is None:
             continue
         if int_or_string and junctor == "anyOf" and branches == [{"type": "integer"}, {"type": "string"}]:
             continue  # the one int-or-string pattern a structural schema allows
-        for i, branch in enumerate(branches if isinstance(branches, list) else [branches]):
-            where = f"{path}.{junctor}[{i}]" if isinstance(branches, list) else f"{path}.{junctor}"
-            _nested(branch, where, out)
-    if "$ref" in node:
-        out.append(FieldError(f"{path}.$ref", "Forbidden: $ref is not supported"))
-    if "type" in node and node["type"] not in OPENAPI_TYPES:
-        supported = ", ".join(f'"{t}"' for t in OPENAPI_TYPES)
-        out.append(FieldError(f"{path}.type",
-                              f'Unsupported value: "{node["type"]}": supported values: {supported}'))
-    if node.get("uniqueItems") is True:
-        out.append(FieldError(f"{path}.uniqueItems", "Forbidden: uniqueItems cannot be set to true since the "
-                                                    "runtime complexity becomes quadratic"))
-    if node.get("properties") and isinstance(node.get("additionalProperties"), (dict, bool)) \
-            and node.get("additionalProperties") is not False:
-        out.append(FieldError(f"{path}.additionalProperties",
-                              "Forbidden: additionalProperties and properties are mutual exclusive"))
+        if isinstance(branches, list):
+            for i, branch in enumerate(branches):
+                _nested(branch, f"{path}.{junctor}[{i}]", out)
+        else:
+            _nested(branches, f"{path}.{junctor}", out)
     if not node.get("type") and not int_or_string and not node.get("x-kubernetes-preserve-unknown-fields"):
         where = {"root": "at the root", "item": "for specified array items",
                  "field": "for specified object fields"}[level]
@@ -177,25 +170,79 @@ def _structural(node: Any, path: str, level: str, out: list[FieldError]) -> None
 
 
 def _nested(node: Any, path: str, out: list[FieldError]) -> None:
+    """What a schema under a logic junctor may not carry (``validateNestedValueValidation``)."""
     if not isinstance(node, dict):
         return
+    for junctor in ("anyOf", "allOf", "oneOf"):
+        for i, branch in enumerate(node.get(junctor) or []):
+            _nested(branch, f"{path}.{junctor}[{i}]", out)
+    if isinstance(node.get("not"), dict):
+        _nested(node["not"], f"{path}.not", out)
+    if isinstance(node.get("items"), dict):
+        _nested(node["items"], f"{path}.items", out)
+    for key, child in sorted((node.get("properties") or {}).items()):
+        _nested(child, f"{path}.properties[{key}]", out)
     for key, why in _NESTED_FORBIDDEN:
         if key in node and node[key] not in (False, None, ""):
             out.append(FieldError(f"{path}.{key}", f"Forbidden: {why}"))
-    for key, child in (node.get("properties") or {}).items():
-        _nested(child, f"{path}.properties[{key}]", out)
-    if isinstance(node.get("items"), dict):
-        _nested(node["items"], f"{path}.items", out)
+
+
+def _openapi(node: Any, path: str, out: list[FieldError]) -> None:
+    """``ValidateCustomResourceDefinitionOpenAPISchema``: what OpenAPI v3 in a CRD may not use."""
+    if not isinstance(node, dict):
+        return
+    if node.get("type") and node["type"] not in OPENAPI_TYPES:
+        supported = ", ".join(f'"{t}"' for t in OPENAPI_TYPES)
+        out.append(FieldError(f"{path}.type",
+                              f'Unsupported value: "{node["type"]}": supported values: {supported}'))
+    for key in ("id", "additionalItems", "patternProperties", "definitions", "dependencies"):
+        if node.get(key):
+            out.append(FieldError(f"{path}.{key}", f"Forbidden: {key} is not supported"))
+    if "$ref" in node:
+        out.append(FieldError(f"{path}.$ref", "Forbidden: $ref is not supported"))
+    if node.get("type") == "null":
+        out.append(FieldError(f"{path}.type",
+                              "Forbidden: type cannot be set to null, use nullable as an alternative"))
+    if isinstance(node.get("items"), list):
+        out.append(FieldError(f"{path}.items", "Forbidden: items must be a schema object and not an array"))
+    if node.get("uniqueItems") is True:
+        out.append(FieldError(f"{path}.uniqueItems", "Forbidden: uniqueItems cannot be set to true since the "
+                                                    "runtime complexity becomes quadratic"))
+    extra = node.get("additionalProperties")
+    if extra is not None:
+        if node.get("properties") and (extra is False or isinstance(extra, dict)):
+            out.append(FieldError(f"{path}.additionalProperties",
+                                  "Forbidden: additionalProperties and properties are mutual exclusive"))
+        _openapi(extra, f"{path}.additionalProperties", out)
+    for key, child in sorted((node.get("properties") or {}).items()):
+        _openapi(child, f"{path}.properties[{key}]", out)
+    _openapi(node.get("not"), f"{path}.not", out)
+    for junctor in ("allOf", "oneOf", "anyOf"):
+        for i, branch in enumerate(node.get(junctor) or []):
+            _openapi(branch, f"{path}.{junctor}[{i}]", out)
+    _openapi(node.get("items"), f"{path}.items", out)
+
+
+def _schema_errors(schema: Any, path: str) -> list[FieldError]:
+    if not isinstance(schema, dict):
+        return [FieldError(path, "Required value: schemas are required")]
+    out: list[FieldError] = []
+    _structural(schema, path, "root", out)
+    _openapi(schema, path, out)
+    return out
 
 
 def validate(obj: dict[str, Any]) -> list[FieldError]:
-    """What ``ValidateCustomResourceDefinition`` refuses, of the rules this API models."""
+    """What ``ValidateCustomResourceDefinition`` refuses, of the rules this API models, in its order:
+    metadata, group, scope, versions and their schemas, names."""
     out: list[FieldError] = []
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     names = spec.get("names") or {}
     group = str(spec.get("group") or "")
     name = str(meta.get("name") or "")
+    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        out.append(FieldError("metadata.name", f'Invalid value: "{name}": {SUBDOMAIN_MSG}'))
     if name != f"{names.get('plural', '')}.{group}":
         out.append(FieldError("metadata.name",
                               f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
@@ -212,24 +259,21 @@ def validate(obj: dict[str, Any]) -> list[FieldError]:
     elif scope not in ("Cluster", "Namespaced"):
         out.append(FieldError("spec.scope",
                               f'Unsupported value: "{scope}": supported values: "Cluster", "Namespaced"'))
-    versions = spec.get("versions") or []
-    if not versions:
-        out.append(FieldError("spec.versions", "Invalid value: null: must have exactly one version marked as "
-                                                "storage version"))
-    elif sum(1 for v in versions if (v or {}).get("storage")) != 1:
+    versions = [v if isinstance(v, dict) else {} for v in spec.get("versions") or []]
+    if sum(1 for v in versions if v.get("storage")) != 1:
         out.append(FieldError("spec.versions",
-                              'Invalid value: "[...]": must have exactly one version marked as storage '
-                              "version"))
+                              "Invalid value: null: must have exactly one version marked as storage version"))
     for i, version in enumerate(versions):
-        vpath = f"spec.versions[{i}]"
-        vname = str((version or {}).get("name") or "")
-        out += _dns1035(f"{vpath}.name", vname) if vname else [FieldError(f"{vpath}.name", "Required value")]
-        schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
-        spath = f"{vpath}.schema.openAPIV3Schema"
-        if not isinstance(schema, dict):
-            out.append(FieldError(spath, "Required value: schemas are required"))
-            continue
-        _structural(schema, spath, "root", out)
+        vname = str(version.get("name") or "")
+        path = f"spec.versions[{i}].name"
+        out += _dns1035(path, vname) if vname else [FieldError(path, "Required value")]
+    schemas = [(v.get("schema") or {}).get("openAPIV3Schema") for v in versions]
+    if schemas and all(s == schemas[0] for s in schemas):
+        # one schema for every version: kube-apiserver validates it once, as the internal spec.validation
+        out += _schema_errors(schemas[0], "spec.validation.openAPIV3Schema")
+    else:
+        for i, schema in enumerate(schemas):
+            out += _schema_errors(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
     out += _names_errors(names)
     return out
 

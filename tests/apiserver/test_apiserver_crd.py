@@ -111,7 +111,8 @@ def test_applied_crd_is_established_and_its_kind_served(kubectl: Kubectl, group:
     bad["spec"]["size"] = 0
     proc = kubectl("apply", "-f", "-", stdin=dump_yaml(bad), check=False)
     assert proc.returncode == 1, proc.stderr
-    assert 'The Widget "w2" is invalid: spec.size: Invalid value: 0: must be greater than 0' in proc.stderr
+    want = 'Widget "w2" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater than 0'
+    assert want in proc.stderr, proc.stderr
     unknown = copy.deepcopy(w)
     unknown["spec"]["surprise"] = 1
     proc = kubectl("apply", "-f", "-", stdin=dump_yaml(unknown), check=False)
@@ -154,14 +155,14 @@ def test_watch_of_a_served_kind(server: ApiServer, group: str) -> None:
             lambda c: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
                 "properties"
             ]["size"].pop("type"),
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: "
+            "spec.validation.openAPIV3Schema.properties[spec].properties[size].type: Required value: "
             "must not be empty for specified object fields",
         ),
         (
             lambda c: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
                 "properties"
             ].update(ref={"$ref": "#/definitions/x"}),
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[ref].$ref: "
+            "spec.validation.openAPIV3Schema.properties[spec].properties[ref].$ref: "
             "Forbidden: $ref is not "
             "supported",
         ),

@@ -169,7 +169,11 @@ def test_valid_crd_established_and_served_alike(reference: Target, embedded: Tar
         unknown = copy.deepcopy(obj)
         unknown["spec"]["surprise"] = 1
         got[f"{t.name}-unknown"] = _refusal(t, {**unknown, "metadata": {"name": "w", "namespace": "default"}})
+        typed = copy.deepcopy(obj)
+        typed["spec"]["color"] = 3
+        got[f"{t.name}-type"] = _refusal(t, {**typed, "metadata": {"name": "w", "namespace": "default"}})
     assert got["reference"] == got["embedded"] == {"size": 3, "port": "http", "color": "blue"}
+    assert got["reference-type"] == got["embedded-type"]
     assert got["reference-bound"] == got["embedded-bound"]
     assert got["reference-unknown"] == got["embedded-unknown"]
 
