@@ -4,7 +4,8 @@ pydantic's JSON Schema is not a Kubernetes *structural* schema: it uses ``$ref``
 with ``null`` for optional fields, ``title``s and ``const``. :func:`structural` rewrites it: refs
 inlined, optionals become plain optional properties, ``int | str`` becomes
 ``x-kubernetes-int-or-string``, numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the OpenAPI 3.0
-pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``.
+pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``, and no ``default`` is
+published (the model applies its own; see ``_without_defaults``).
 ``metadata`` is left to the API server.
 
 The generated CRD is shipped twice: ``overlays/controller/crd.yaml`` (what a cluster applies) and
@@ -96,9 +97,27 @@ def _structural(node: Any) -> Any:
     return node
 
 
+def _without_defaults(node: Any) -> Any:
+    """The schema with no ``default``: the pydantic model is the one source of defaults. The API server
+    would write them into the stored object, where the model reads them as given by the user: a
+    ``compare`` of mode ``relative`` would arrive with ``quantile: 0.95``, which the model refuses
+    ("quantile is only for mode histogram")."""
+    if isinstance(node, list):
+        return [_without_defaults(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k != "default"}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _without_defaults(v) for k, v in out["properties"].items()}
+    for key in ("items", "additionalProperties", "anyOf"):
+        if key in out:
+            out[key] = _without_defaults(out[key])
+    return out
+
+
 def structural(schema: dict[str, Any]) -> dict[str, Any]:
     """A Kubernetes structural schema from a pydantic JSON Schema (see module docstring)."""
-    out: dict[str, Any] = _structural(_resolve(schema, schema.get("$defs", {})))
+    out: dict[str, Any] = _without_defaults(_structural(_resolve(schema, schema.get("$defs", {}))))
     return out
 
 
