@@ -46,6 +46,12 @@ class Fleet:
     kubeconfig: Path
     log: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    watch: rk.Watch | None = None
+
+    def seen(self, name: str) -> list[dict[str, Any]]:
+        """Every state of LWS ``name`` the namespace's watch has observed so far."""
+        assert self.watch is not None
+        return [o for o in self.watch.seen() if o["metadata"]["name"] == name]
 
     def start(self) -> None:
         self.procs.append(rk.start_controller(self.kubeconfig, self.ns, self.log))
@@ -129,8 +135,14 @@ def fleet(reference: Target, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     try:
         for name in ("a", "b", "c", "d", "p"):  # adopted: the running template recorded as stable
             f.wait(name, "adopted", lambda s: bool(s.get("stableRevision")), timeout=90)
+        # one Git sync brings new templates for a, b, d and the pair at once; c is synced by its test
+        f.watch = rk.Watch(reference, "lws", ns)
+        for name, image in (("a", V2), ("b", BAD), ("d", V2), ("p-prefill", V2), ("p-decode", V2)):
+            rk.gitops_sync(reference, ns, name, image)
         yield f
     finally:
+        if f.watch is not None:
+            f.watch.stop()
         for p in f.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -150,12 +162,8 @@ def _on(fleet: Fleet, name: str, image: str, replicas: int) -> bool:
 
 def test_gitops_sync_staged_to_succeeded(fleet: Fleet) -> None:
     """(a) The synced template is staged by partition 4 → 3 → 2 → 0 and left frozen at 4 again."""
-    watch = rk.Watch(fleet.t, "lws", fleet.ns, name="a")
-    try:
-        rk.gitops_sync(fleet.t, fleet.ns, "a", V2)
-        st = fleet.wait("a", "finished", lambda s: s.get("phase") in FINAL)
-    finally:
-        seen = watch.stop()
+    st = fleet.wait("a", "finished", lambda s: s.get("phase") in FINAL)
+    seen = fleet.seen("a")
     assert st["phase"] == "Succeeded" and st["stages"] == 3, st
     wait_for("a all on v2", lambda: _on(fleet, "a", V2, 4))
     partitions = [rk.partition(o) for o in seen]
@@ -169,13 +177,9 @@ def test_gitops_sync_staged_to_succeeded(fleet: Fleet) -> None:
 def test_never_ready_release_rolled_back_with_floor(fleet: Fleet) -> None:
     """(b) Stage 1's group never gets Ready: at the deadline the policy rolls back; the ready groups
     the watch sees never fall below replicas - maxUnavailable (4 - 1)."""
-    watch = rk.Watch(fleet.t, "lws", fleet.ns, name="b")
-    try:
-        rk.gitops_sync(fleet.t, fleet.ns, "b", BAD)
-        st = fleet.wait("b", "finished", lambda s: s.get("phase") in FINAL, timeout=150)
-        wait_for("b back on v1", lambda: _on(fleet, "b", V1, 4), timeout=120)
-    finally:
-        seen = watch.stop()
+    st = fleet.wait("b", "finished", lambda s: s.get("phase") in FINAL, timeout=150)
+    wait_for("b back on v1", lambda: _on(fleet, "b", V1, 4), timeout=120)
+    seen = fleet.seen("b")
     assert st["phase"] == "RolledBack", st
     series = rk.ready_series(seen, "b")
     assert series and min(series) >= 3, series
@@ -211,8 +215,8 @@ def test_leader_killed_mid_stage_standby_finishes(fleet: Fleet) -> None:
 
 
 def test_manual_gate_promoted_with_the_kubectl_plugin(fleet: Fleet) -> None:
-    """(d) The rollout waits before the gated stage; ``kubectl lwsflow promote`` passes it."""
-    rk.gitops_sync(fleet.t, fleet.ns, "d", V2)
+    """(d) The rollout waits before the gated stage (through (c)'s change of leader too);
+    ``kubectl lwsflow promote`` passes it."""
     st = fleet.wait("d", "waiting at the gate", lambda s: s.get("phase") == "WaitingForPromotion")
     obj = rk.get(fleet.t, "lws", fleet.ns, "d")
     assert rk.partition(obj) == 1, st  # stage 1 done (1 of 2 groups), the gated stage not started
@@ -240,8 +244,6 @@ def test_manual_gate_promoted_with_the_kubectl_plugin(fleet: Fleet) -> None:
 
 def test_pd_pair_staged_to_succeeded(fleet: Fleet) -> None:
     """(e) A P/D pair: both roles' templates synced frozen; the policy stages both to v2."""
-    rk.gitops_sync(fleet.t, fleet.ns, "p-prefill", V2)
-    rk.gitops_sync(fleet.t, fleet.ns, "p-decode", V2)
     st = fleet.wait("p", "finished", lambda s: s.get("phase") in FINAL, timeout=180)
     assert st["phase"] == "Succeeded", st
     for role in ("prefill", "decode"):
