@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusters import Target
+from clusters import Target, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = REPO / "overlays"
@@ -129,5 +129,7 @@ def test_kubectl_apply_k(rel: str, target: str, request: pytest.FixtureRequest) 
         crd = json.loads(t.kubectl("get", "crd", "rolloutpolicies.lwsflow.io", "-o", "json").stdout)
         conds = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
         assert conds.get("Established") == "True" and conds.get("NamesAccepted") == "True", conds
-    if rel in TRANSIENT:
+    if rel in TRANSIENT:  # gone again, pods included, before the later checks (GPU nodes, scheduling)
         t.kubectl("delete", "-k", str(OVERLAYS / rel), "--wait=false", timeout=120)
+        for ns in sorted(_namespaces(t, rel)):
+            wait_for(f"[{t.name}] {ns} empty", lambda ns=ns: not t.items("pods", ns), timeout=120)
