@@ -157,7 +157,9 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[FieldError], *,
