@@ -90,14 +90,62 @@ SELF_SUBJECT_ACCESS_REVIEW = ResourceType("authorization.k8s.io", "v1", "SelfSub
 ROLLOUT_POLICY = ResourceType("lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies",
                               short_names=("rp",), categories=("lwsflow",))
 
-ALL: tuple[ResourceType, ...] = (
+# stored and served only (no Deployment or disruption controller): what overlays/controller ships, so
+# `kubectl apply -k overlays/controller` works here as on a real cluster (docs/embedded-cluster.md)
+DEPLOYMENT = ResourceType("apps", "v1", "Deployment", "deployments", short_names=("deploy",), has_scale=True,
+                          scale_selector_path="", categories=("all",))
+PDB = ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",))
+# the CustomResourceDefinition API (sim/apiserver/crds.py): a stored CRD is served as a kind of its own
+CRD = ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+                   namespaced=False, short_names=("crd", "crds"), has_status=False,
+                   categories=("api-extensions",))
+
+BUILTIN: tuple[ResourceType, ...] = (
     LWS, DS, DS_ROLE_SCALER, POD, SERVICE, NODE, NAMESPACE, EVENT, CONFIGMAP, SECRET, ENDPOINTS,
     SERVICE_ACCOUNT, STATEFULSET, CONTROLLER_REVISION, HPA, LEASE, PVC,
     ROLE, CLUSTER_ROLE, ROLE_BINDING, CLUSTER_ROLE_BINDING, SELF_SUBJECT_ACCESS_REVIEW,
-    ROLLOUT_POLICY, INFERENCE_POOL, HTTP_ROUTE,
+    ROLLOUT_POLICY, INFERENCE_POOL, HTTP_ROUTE, CRD, DEPLOYMENT, PDB,
 )
+# The served kinds: the built-in ones plus those of the CRDs applied at run time (``register``). The
+# three tables are mutated in place (every importer sees the change); the registry is process-wide.
+ALL: list[ResourceType] = list(BUILTIN)
 BY_KIND: dict[tuple[str, str], ResourceType] = {(t.api_version, t.kind): t for t in ALL}
 BY_KEY: dict[str, ResourceType] = {t.key: t for t in ALL}
+# key -> openAPIV3Schema of a kind served from an applied CRD (validation, defaulting, OpenAPI)
+SCHEMAS: dict[str, dict] = {}
+_generation = [0]
+
+
+def generation() -> int:
+    """Bumped on every change of the served kinds (what the cached discovery/OpenAPI documents key on)."""
+    return _generation[0]
+
+
+def register(t: ResourceType, schema: dict) -> None:
+    """Serve ``t`` (from an applied CRD) with ``schema``; a built-in kind keeps its packaged schema."""
+    old = BY_KEY.get(t.key)
+    if old in BUILTIN:
+        return
+    if old is not None:
+        ALL.remove(old)
+        BY_KIND.pop((old.api_version, old.kind), None)
+    ALL.append(t)
+    BY_KIND[(t.api_version, t.kind)] = t
+    BY_KEY[t.key] = t
+    SCHEMAS[t.key] = schema
+    _generation[0] += 1
+
+
+def unregister(key: str) -> None:
+    """Stop serving the kind of a deleted CRD (built-in kinds stay)."""
+    t = BY_KEY.get(key)
+    if t is None or t in BUILTIN:
+        return
+    ALL.remove(t)
+    BY_KIND.pop((t.api_version, t.kind), None)
+    del BY_KEY[key]
+    SCHEMAS.pop(key, None)
+    _generation[0] += 1
 
 
 def for_object(obj: dict) -> ResourceType:

@@ -301,6 +301,8 @@ class Store:
         try:
             return self._objects[key]
         except KeyError:
+            if key in kinds.BY_KEY:  # the kind of a CRD applied since the store was made
+                return self._objects.setdefault(key, {})
             raise NotFound(f"the server could not find the requested resource ({key})") from None
 
     def _commit(self, key: str, bucket: dict, ident: tuple[str, str], obj: dict, etype: str) -> None:

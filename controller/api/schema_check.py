@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -84,9 +84,13 @@ def _message(err: jsonschema.ValidationError) -> str:
         return f"Invalid value: {_short(inst)}: must be of type {val}"
     if v == "enum":
         return f"Unsupported value: {_short(inst)}: supported values: " + ", ".join(f'"{x}"' for x in val)
-    if v == "minimum":
+    if v == "minimum":  # Draft 4's boolean exclusiveMinimum is reported under "minimum"
+        if err.schema.get("exclusiveMinimum") is True:
+            return f"Invalid value: {inst}: must be greater than {val}"
         return f"Invalid value: {inst}: must be greater than or equal to {val}"
     if v == "maximum":
+        if err.schema.get("exclusiveMaximum") is True:
+            return f"Invalid value: {inst}: must be less than {val}"
         return f"Invalid value: {inst}: must be less than or equal to {val}"
     if v == "pattern":
         return f"Invalid value: {_short(inst)}: should match '{val}'"
@@ -113,8 +117,54 @@ def fast_check(plural: str) -> Check:
 
 def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
     """Every schema violation of an (already defaulted) object, sorted by path."""
-    out: list[FieldError] = []
     errors = () if fast_check(plural)(obj) else validator(plural).iter_errors(obj)
+    return _field_errors(errors, cel_errors(obj, plural))
+
+
+def schema_errors_for(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
+    """``schema_errors`` against a schema that is not packaged (a CRD applied to the embedded cluster)."""
+    errors = _Validator(schema, format_checker=_format_checker()).iter_errors(obj)
+    rules = [FieldError(v.path, v.message) for v in cel.violations(obj, schema, skip=())] \
+        if cel.has_rules(schema, ()) else []
+    return _field_errors(errors, rules, in_body=True)
+
+
+def _in_body(err: jsonschema.ValidationError, path: str) -> str | None:
+    """kube-openapi's own wording, which apiextensions passes through as ``Invalid value`` for the
+    bounds and patterns of a custom resource (``spec.size in body should be greater than 0``)."""
+    v, val, inst = err.validator, err.validator_value, err.instance
+    if v == "minimum":
+        rel = "greater than" if err.schema.get("exclusiveMinimum") is True else "greater than or equal to"
+    elif v == "maximum":
+        rel = "less than" if err.schema.get("exclusiveMaximum") is True else "less than or equal to"
+    elif v == "pattern":
+        return f"Invalid value: {_short(inst)}: {path} in body should match '{val}'"
+    elif v == "type" and isinstance(val, str):
+        kind = _json_type(inst)
+        return f'Invalid value: "{kind}": {path} in body must be of type {val}: "{kind}"'
+
+    else:
+        return None
+    return f"Invalid value: {inst}: {path} in body should be {rel} {val}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _field_errors(errors: Iterable[jsonschema.ValidationError], rules: list[FieldError], *,
+                  in_body: bool = False) -> list[FieldError]:
+    out: list[FieldError] = []
     for err in errors:
         parts = list(err.absolute_path)
         if err.validator == "required":
@@ -123,8 +173,9 @@ def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
                 if name not in inst:
                     out.append(FieldError(field_path([*parts, name]), "Required value"))
             continue
-        out.append(FieldError(field_path(parts), _message(err)))
-    out.extend(cel_errors(obj, plural))
+        path = field_path(parts)
+        out.append(FieldError(path, (in_body and _in_body(err, path)) or _message(err)))
+    out.extend(rules)
     return sorted(set(out), key=lambda e: (e.path, e.message))
 
 

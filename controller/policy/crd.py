@@ -3,7 +3,10 @@
 pydantic's JSON Schema is not a Kubernetes *structural* schema: it uses ``$ref``/``$defs``, ``anyOf``
 with ``null`` for optional fields, ``title``s and ``const``. :func:`structural` rewrites it: refs
 inlined, optionals become plain optional properties, ``int | str`` becomes
-``x-kubernetes-int-or-string``, every node gets a ``type``. ``metadata`` is left to the API server.
+``x-kubernetes-int-or-string``, numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the OpenAPI 3.0
+pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``, and no ``default`` is
+published (the model applies its own; see ``_without_defaults``).
+``metadata`` is left to the API server.
 
 The generated CRD is shipped twice: ``overlays/controller/crd.yaml`` (what a cluster applies) and
 ``controller/api/crds/rolloutpolicies.json.gz`` (what the embedded cluster and ``crd_info`` read).
@@ -69,6 +72,13 @@ def _structural(node: Any) -> Any:
         if default is not None:
             merged["default"] = default
         return _structural(merged)
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        # JSON Schema 2020 spells an open bound as a number; apiextensions v1 (OpenAPI 3.0) only
+        # takes the bound itself plus a boolean, and refuses the number outright
+        value = node.get(exclusive)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[bound] = value
+            node[exclusive] = True
     if "const" in node:
         node["enum"] = [node.pop("const")]
     if "enum" in node and "type" not in node:
@@ -81,12 +91,33 @@ def _structural(node: Any) -> Any:
         node["items"] = _structural(node["items"])
     if node.get("type") == "object" and not node.get("properties") and "additionalProperties" not in node:
         node.setdefault("properties", {})
+    if "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        # a free-form value (``Any``): a structural schema types every node or says it is free-form
+        node["x-kubernetes-preserve-unknown-fields"] = True
     return node
+
+
+def _without_defaults(node: Any) -> Any:
+    """The schema with no ``default``: the pydantic model is the one source of defaults. The API server
+    would write them into the stored object, where the model reads them as given by the user: a
+    ``compare`` of mode ``relative`` would arrive with ``quantile: 0.95``, which the model refuses
+    ("quantile is only for mode histogram")."""
+    if isinstance(node, list):
+        return [_without_defaults(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k != "default"}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: _without_defaults(v) for k, v in out["properties"].items()}
+    for key in ("items", "additionalProperties", "anyOf"):
+        if key in out:
+            out[key] = _without_defaults(out[key])
+    return out
 
 
 def structural(schema: dict[str, Any]) -> dict[str, Any]:
     """A Kubernetes structural schema from a pydantic JSON Schema (see module docstring)."""
-    out: dict[str, Any] = _structural(_resolve(schema, schema.get("$defs", {})))
+    out: dict[str, Any] = _without_defaults(_structural(_resolve(schema, schema.get("$defs", {}))))
     return out
 
 

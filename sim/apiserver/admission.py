@@ -12,11 +12,13 @@ LWS/DS (and InferencePool/HTTPRoute) kinds with the same code path as ``lwsflow 
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver import core_admission, rbac_validation
+from lwsflow.sim.apiserver import core_admission, crds, rbac_validation
+from lwsflow.sim.store import rfc3339
 
 _CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io",
                "inference.networking.k8s.io", "gateway.networking.k8s.io")
@@ -32,7 +34,19 @@ _REASONS = (
 
 
 def is_crd(rtype: kinds.ResourceType) -> bool:
-    return rtype.group in _CRD_GROUPS
+    """A custom resource: a packaged upstream CRD's, lwsflow's own, or the kind of an applied CRD."""
+    return rtype.group in _CRD_GROUPS or rtype.group == "lwsflow.io" or rtype.key in kinds.SCHEMAS
+
+
+def _custom_schema(rtype: kinds.ResourceType) -> dict[str, Any] | None:
+    """The structural schema of lwsflow's own kind or of an applied CRD's kind (None otherwise)."""
+    if rtype.key in kinds.SCHEMAS:
+        return kinds.SCHEMAS[rtype.key]
+    if rtype.group == "lwsflow.io":
+        from lwsflow.controller.api.crd import crd_info
+
+        return crd_info(rtype.plural).schema
+    return None
 
 
 def _prune(obj: dict[str, Any], path: str) -> None:
@@ -79,7 +93,18 @@ def check_unknown(rtype: kinds.ResourceType, obj: dict[str, Any], field_validati
         return []
     from lwsflow.controller.api.validation import unknown_fields
 
-    unknown = unknown_fields(obj)
+    schema = _custom_schema(rtype)
+    if schema is not None:
+        from lwsflow.controller.api.schema_check import structural_walk
+
+        unknown: list[str] = []
+        implicit = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object"}}
+        # apiVersion, kind and metadata are every object's, whether the schema lists them or not
+        root = {**schema, "properties": {**implicit, **(schema.get("properties") or {})}}
+        structural_walk(obj, root, [], unknown, [], root=True)
+    else:
+        unknown = unknown_fields(obj)
     if not unknown:
         return []
     if field_validation == "Strict":
@@ -104,12 +129,23 @@ def admit(
         if problems:
             raise invalid(rtype, name, problems)
         return obj, []
-    if rtype.group == "lwsflow.io":  # incluster: lwsflow's own CRD, validated against its packaged schema
-        from lwsflow.controller.api.schema_check import schema_errors
-
-        if errors := schema_errors(obj, rtype.plural):
+    if rtype is kinds.CRD:
+        crds.check_decodable(obj)
+        crds.default(obj)
+        if errors := crds.validate(obj):
             raise invalid(rtype, name, errors)
+        obj["status"] = crds.status_of(obj, rfc3339(time.time()))
         return obj, []
+    schema = _custom_schema(rtype)
+    if schema is not None:  # lwsflow's own CRD or an applied one: its structural schema, as apiextensions
+        from lwsflow.controller.api.defaults import apply_structural_defaults
+        from lwsflow.controller.api.schema_check import schema_errors_for
+
+        warnings = check_unknown(rtype, obj, field_validation)
+        apply_structural_defaults(obj, schema)
+        if errors := schema_errors_for(obj, schema):
+            raise invalid(rtype, name, errors)
+        return obj, warnings
     if not is_crd(rtype):
         core_admission.default(rtype, obj)
         errors = core_admission.validate(rtype, obj, old)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver.routing import GROUP_VERSIONS
+from lwsflow.sim.apiserver.routing import group_versions
 
 K8S_MAJOR, K8S_MINOR = "1", "37"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
@@ -38,17 +38,17 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 
 def _group(name: str) -> dict[str, Any]:
-    versions = [{"groupVersion": f"{g}/{v}", "version": v} for g, v in GROUP_VERSIONS if g == name]
+    versions = [{"groupVersion": f"{g}/{v}", "version": v} for g, v in group_versions() if g == name]
     return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
 
 def api_group_list() -> dict[str, Any]:
-    groups = list(dict.fromkeys(g for g, _ in GROUP_VERSIONS if g))
+    groups = list(dict.fromkeys(g for g, _ in group_versions() if g))
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in groups]}
 
 
 def api_group(name: str) -> dict[str, Any] | None:
-    if not any(g == name for g, _ in GROUP_VERSIONS if g):
+    if not any(g == name for g, _ in group_versions() if g):
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name)}
 

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver.routing import GROUP_VERSIONS
+from lwsflow.sim.apiserver.routing import group_versions
 
 _CRD_PLURALS = ("leaderworkersets", "disaggregatedsets", "disaggregatedsetrolescalers",
                 "rolloutpolicies",  # incluster: + lwsflow's own CRD
@@ -49,7 +49,7 @@ def _op(
     return op
 
 
-def _paths_for(t: kinds.ResourceType) -> dict[str, Any]:
+def paths_for(t: kinds.ResourceType) -> dict[str, Any]:
     prefix = f"/apis/{t.group}/{t.version}" if t.group else "/api/v1"
     base = f"{prefix}/namespaces/{{namespace}}/{t.plural}" if t.namespaced else f"{prefix}/{t.plural}"
     write = [_param("dryRun"), _param("fieldManager"), _param("fieldValidation")]
@@ -80,12 +80,22 @@ def _paths_for(t: kinds.ResourceType) -> dict[str, Any]:
     return paths
 
 
-def _schemas_for(t: kinds.ResourceType) -> dict[str, Any]:
+def _schema_of(t: kinds.ResourceType) -> dict[str, Any] | None:
+    """The published schema of a custom kind: packaged, or from an applied CRD; None for core kinds."""
+    if t.key in kinds.SCHEMAS:
+        return kinds.SCHEMAS[t.key]
     if t.plural not in _CRD_PLURALS:
-        return {}
+        return None
     from lwsflow.controller.api.crd import crd_info
 
-    schema = dict(crd_info(t.plural).schema)
+    return crd_info(t.plural).schema
+
+
+def schemas_for(t: kinds.ResourceType) -> dict[str, Any]:
+    published = _schema_of(t)
+    if published is None:
+        return {}
+    schema = dict(published)
     schema["x-kubernetes-group-version-kind"] = [{"group": t.group, "version": t.version, "kind": t.kind}]
     rev = ".".join(reversed(t.group.split(".")))
     return {f"{rev}.{t.version}.{t.kind}": schema}
@@ -95,15 +105,19 @@ def gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else "api/v1"
 
 
-@cache
 def gv_document(group: str, version: str) -> bytes:
     """The serialized OpenAPI v3 document of one group-version (cached: the CRD schemas are large)."""
+    return _gv_document(group, version, kinds.generation())
+
+
+@cache
+def _gv_document(group: str, version: str, _generation: int) -> bytes:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     for t in kinds.ALL:
         if t.group == group and t.version == version:
-            paths.update(_paths_for(t))
-            schemas.update(_schemas_for(t))
+            paths.update(paths_for(t))
+            schemas.update(schemas_for(t))
     doc = {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.37.1"},
@@ -117,11 +131,15 @@ def _hash(group: str, version: str) -> str:
     return hashlib.sha512(gv_document(group, version)).hexdigest()[:32].upper()
 
 
-@cache
 def root_document() -> bytes:
+    return _root_document(kinds.generation())
+
+
+@cache
+def _root_document(_generation: int) -> bytes:
     paths = {
         gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{gv_path(g, v)}?hash={_hash(g, v)}"}
-        for g, v in GROUP_VERSIONS
+        for g, v in group_versions()
     }
     return json.dumps({"paths": paths}).encode()
 
@@ -129,7 +147,7 @@ def root_document() -> bytes:
 def document_for_path(path: str) -> bytes | None:
     """The document for ``/openapi/v3/<gv path>`` (None when unknown)."""
     rest = path.removeprefix("/openapi/v3/").strip("/")
-    for g, v in GROUP_VERSIONS:
+    for g, v in group_versions():
         if gv_path(g, v) == rest:
             return gv_document(g, v)
     return None

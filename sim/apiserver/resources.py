@@ -17,6 +17,7 @@ from lwsflow.controller.errors import BadRequest, Conflict, Forbidden, NotFound,
 from lwsflow.controller.yamlio import MAX_DEPTH, parse_yaml_documents
 from lwsflow.sim import claims, kinds, serviceaccounts
 from lwsflow.sim.apiserver import apply as ssa
+from lwsflow.sim.apiserver import crds
 from lwsflow.sim.apiserver.admission import admit, check_unknown, is_crd
 from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
 from lwsflow.sim.apiserver.routing import Route
@@ -27,7 +28,7 @@ from lwsflow.sim.namespaces import (
     purge_namespace,
     require_namespace,
 )
-from lwsflow.sim.store import Store, dotted, rfc3339
+from lwsflow.sim.store import Event, Store, dotted, rfc3339
 
 MERGE, JSON_PATCH, STRATEGIC, APPLY = (
     "application/merge-patch+json",
@@ -95,6 +96,7 @@ class Resources:
     def __init__(self, store: Store) -> None:
         self.store = store
         ensure_system_namespaces(store)
+        store.subscribe(_serve_crds)  # an applied CRD's kind is served once it is stored
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, route: Route) -> dict[str, Any]:
@@ -423,3 +425,8 @@ def _set_dotted(obj: dict[str, Any], path: str, value: Any) -> None:
     for part in parts[:-1]:
         cur = cur.setdefault(part, {})
     cur[parts[-1]] = value
+
+
+def _serve_crds(ev: Event) -> None:
+    if ev.key == kinds.CRD.key:
+        crds.on_event(ev.type, ev.object)

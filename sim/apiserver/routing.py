@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from lwsflow.controller.errors import NotFound
 from lwsflow.sim import kinds
 
-_BY_GV_PLURAL: dict[tuple[str, str, str], kinds.ResourceType] = {
-    (t.group, t.version, t.plural): t for t in kinds.ALL
-}
-GROUP_VERSIONS: tuple[tuple[str, str], ...] = tuple(dict.fromkeys((t.group, t.version) for t in kinds.ALL))
+
+def group_versions() -> tuple[tuple[str, str], ...]:
+    """The served group-versions, in table order (kinds of applied CRDs included)."""
+    return tuple(dict.fromkeys((t.group, t.version) for t in kinds.ALL))
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,10 @@ class Route:
 
 
 def resource_type(group: str, version: str, plural: str) -> kinds.ResourceType:
-    try:
-        return _BY_GV_PLURAL[(group, version, plural)]
-    except KeyError:
-        raise NotFound("the server could not find the requested resource") from None
+    for t in kinds.ALL:
+        if (t.group, t.version, t.plural) == (group, version, plural):
+            return t
+    raise NotFound("the server could not find the requested resource")
 
 
 def parse_resource_path(path: str) -> Route | None:

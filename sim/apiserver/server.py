@@ -29,7 +29,7 @@ from lwsflow.controller.errors import (
     Unprocessable,
 )
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver import discovery, openapi, tables
+from lwsflow.sim.apiserver import discovery, openapi, openapi_v2, tables
 from lwsflow.sim.apiserver.auth import Authenticator
 from lwsflow.sim.apiserver.faults import ApiFaults
 from lwsflow.sim.apiserver.rbac import Attributes, User, authorize, forbidden_error, impersonate
@@ -293,6 +293,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = discovery.api_group(parts[1])
         elif len(parts) == 3 and parts[0] == "apis":
             body = discovery.resource_list(parts[1], parts[2])
+        elif path.rstrip("/") == "/openapi/v2":
+            if openapi_v2.wants_protobuf(self.headers.get("Accept") or ""):
+                send_body(self, 200, openapi_v2.document_protobuf(), openapi_v2.PROTOBUF, None)
+                return
+            body = openapi_v2.document_json()
         elif path.rstrip("/") == "/openapi/v3":
             body = openapi.root_document()
         elif path.startswith("/openapi/v3/"):

@@ -155,3 +155,57 @@ def ready_series(objects: list[dict[str, Any]], name: str) -> list[int]:
         if out or ready == o["spec"]["replicas"]:
             out.append(ready)
     return out
+
+
+# -- the in-cluster controller (test_controller.py) -----------------------------------------------------
+CONTROLLER_SA = "lwsflow-controller"
+
+
+def controller_kubeconfig(target: Target, path: Path) -> Path:
+    """``kubectl apply -k overlays/controller`` (CRD, namespace, ServiceAccount, RBAC) and a kubeconfig
+    holding only a ``kubectl create token`` token of its ServiceAccount, as docs/controller.md says."""
+    target.kubectl("apply", "-k", str(REPO / "overlays" / "controller"), timeout=120)
+    clusters.wait_for("RolloutPolicy CRD established", lambda: "True" in target.kubectl(
+        "get", "crd", "rolloutpolicies.lwsflow.io", "-o",
+        "jsonpath={.status.conditions[?(@.type=='Established')].status}").stdout, timeout=60)
+    duration = "8760h" if target.name == "embedded" else "1h"
+    token = target.kubectl("create", "token", CONTROLLER_SA, "-n", SA_NS,
+                           "--duration", duration).stdout.strip()
+    admin = yaml.safe_load(target.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    ca = cluster.get("certificate-authority-data")
+    return write_kubeconfig(path, cluster["server"], token, CONTROLLER_SA,
+                            ca_pem=base64.b64decode(ca) if ca else None)
+
+
+def start_controller(kubeconfig: Path, ns: str, log: Path) -> subprocess.Popen[bytes]:
+    """``lwsflow controller run`` as the shipped Deployment runs it (leader election on the Lease in
+    lwsflow-system, the Role of overlays/controller), watching ``ns``, with only ``kubeconfig``."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(LWSFLOW_LOG="text", PYTHONUNBUFFERED="1")
+    with log.open("ab") as sink:
+        return subprocess.Popen(
+            [LWSFLOW, "controller", "run", "-n", ns, "--leader-elect", f"--lease-namespace={SA_NS}",
+             "--lease-duration=4s", "--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
+             f"--kubeconfig={kubeconfig}"], stdout=sink, stderr=subprocess.STDOUT, env=env)
+
+
+def rollout_policy(name: str, kind: str, target: str, stages: list[dict[str, Any]],
+                   **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "lwsflow.io/v1alpha1", "kind": "RolloutPolicy", "metadata": {"name": name},
+            "spec": {"targetRef": {"kind": kind, "name": target}, "stages": stages, **spec}}
+
+
+def gitops_sync(target: Target, ns: str, name: str, new_image: str) -> None:
+    """What Argo CD does with a new overlay (``ignoreDifferences`` on the partition): the new template
+    with the partition frozen at ``replicas``, so nothing moves until the controller stages it."""
+    obj = get(target, "lws", ns, name)
+    tmpl = obj["spec"]["leaderWorkerTemplate"]
+    tmpl["workerTemplate"]["spec"]["containers"][0]["image"] = new_image
+    patch = {"spec": {"leaderWorkerTemplate": tmpl, "rolloutStrategy": {
+        "rollingUpdateConfiguration": {"partition": obj["spec"]["replicas"]}}}}
+    target.kubectl("patch", "lws", name, "-n", ns, "--type", "merge", "-p", json.dumps(patch))
+
+
+def policy_status(target: Target, ns: str, name: str) -> dict[str, Any]:
+    return status(get(target, "rolloutpolicy", ns, name))

@@ -47,8 +47,7 @@ def _equal(target: Target, ns: str, name: str, replicas: int) -> bool:
 
 def _service_account_kubeconfig(reference: Target, path: Path) -> Path:
     """A kubeconfig holding a TokenRequest token of the shipped ServiceAccount, nothing more."""
-    reference.kubectl("create", "namespace", SA_NS)
-    reference.kubectl("apply", "-k", str(REPO / "overlays" / "rbac"))
+    reference.kubectl("apply", "-k", str(REPO / "overlays" / "rbac"))  # its namespace too
     return _service_account_kubeconfig_only(reference, path)
 
 

@@ -116,6 +116,7 @@ def test_overlay_builds_with_every_file() -> None:
     assert objs[("PodDisruptionBudget", "lwsflow-controller")]["spec"]["minAvailable"] == 1
     assert ("CustomResourceDefinition", "rolloutpolicies.lwsflow.io") in objs
     assert ("Service", "lwsflow-controller-metrics") in objs
-    cluster_scoped = ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding")
+    assert ("Namespace", "lwsflow-system") in objs  # a fresh cluster needs no `kubectl create namespace`
+    cluster_scoped = ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace")
     namespaces = {o["metadata"].get("namespace") for k, o in objs.items() if k[0] not in cluster_scoped}
     assert namespaces == {"lwsflow-system"}

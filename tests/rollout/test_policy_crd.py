@@ -42,6 +42,12 @@ def test_schema_is_structural() -> None:
             assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
             return
         assert "anyOf" not in node and "type" in node, path
+        assert "default" not in node, path  # the model's defaults only (crd._without_defaults)
+        # OpenAPI 3.0 bounds: apiextensions v1 decodes exclusiveMinimum/Maximum as Go bools (a number
+        # fails with "cannot unmarshal number ... of type bool"), next to a minimum/maximum
+        for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+            if flag in node:
+                assert node[flag] is True and isinstance(node.get(bound), (int, float)), f"{path}.{flag}"
         for k, v in (node.get("properties") or {}).items():
             walk(v, f"{path}.{k}")
         if "items" in node:
