@@ -13,6 +13,7 @@ content hashes (template/revision hashes, wherever they appear: labels, names, a
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -54,8 +55,11 @@ def hashes_in(objects: Iterable[dict[str, Any]]) -> set[str]:
         for labels in (md.get("labels"), md.get("annotations"), tmpl.get("labels")):
             for k, v in (labels or {}).items():
                 if k in HASH_KEYS and isinstance(v, str) and v:
-                    out.add(v)
-                    out.add(v.rsplit("-", 1)[-1])
+                    out.add(v.rsplit("-", 1)[-1])  # of <sts>-<hash>, the hash: the name stays
+        status = o.get("status") or {}
+        for k in ("currentRevision", "updateRevision"):  # <sts>-<hash>, also when no pod carries it
+            if isinstance(status.get(k), str) and "-" in status[k]:
+                out.add(status[k].rsplit("-", 1)[-1])
         if o.get("kind") == "ControllerRevision":
             out.add(str(md.get("name", "")).rsplit("-", 1)[-1])
     return {h for h in out if len(h) >= 5}
@@ -224,17 +228,26 @@ class Ignore:
     effect: str = ""
     source: str = "*"
     name: str = "*"
+    reference: str = "*"  # a glob over the reference's value (``<absent>``: the path is not there)
+    embedded: str = "*"
 
     @property
     def id(self) -> str:
         scope = "" if self.source == "*" else f"{self.source} "
         name = "" if self.name == "*" else f"/{self.name}"
-        return f"{scope}{self.object}{name} {self.path}"
+        values = "" if (self.reference, self.embedded) == ("*", "*") else \
+            f" ({self.reference} -> {self.embedded})"
+        return f"{scope}{self.object}{name} {self.path}{values}"
 
     def matches(self, d: Difference) -> bool:
         kind, _, name = d.obj.partition("/")
         return (glob(self.object, kind) and glob(self.name, name) and glob(self.source, d.source)
-                and glob(self.path, d.path))
+                and glob(self.path, d.path) and glob(self.reference, _text(d.reference))
+                and glob(self.embedded, _text(d.embedded)))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def glob(pattern: str, s: str) -> bool:
@@ -251,7 +264,8 @@ def load_ignores(path: Path = IGNORES) -> list[Ignore]:
     out = []
     for i, e in enumerate(entries):
         where = f"{path.name} entry {i + 1}"
-        unknown = set(e) - {"object", "path", "kind", "reason", "effect", "source", "name"}
+        unknown = set(e) - {"object", "path", "kind", "reason", "effect", "source", "name", "reference",
+                            "embedded"}
         assert not unknown, f"{where}: unknown field(s) {sorted(unknown)}"
         assert e.get("object") and e.get("path"), f"{where}: needs object and path"
         assert e.get("kind") in CLASSES, f"{where}: kind {e.get('kind')!r} is not one of {CLASSES}"

@@ -41,8 +41,12 @@ def section() -> str:
     for e in checks:
         lines.append(f"- **`{e['id']}`.** *Effect:* {_one_line(e['effect'])} *Why:* {_one_line(e['reason'])}")
     for e in paths:
-        scope = "" if e.get("source", "*") == "*" else f" (in `{e['source']}`)"
-        lines.append(f"- **{e['object']} `{e['path']}`**{scope}. *Effect:* {_one_line(e['effect'])} "
+        where = [f"in `{e['source']}`"] if e.get("source", "*") != "*" else []
+        where += [f"named `{e['name']}`"] if e.get("name", "*") != "*" else []
+        where += [f"{side} `{e[side]}`" for side in ("reference", "embedded") if e.get(side, "*") != "*"]
+        scope = f" ({', '.join(where)})" if where else ""
+        what = "whole object" if e["path"] == "." else f"`{e['path']}`"
+        lines.append(f"- **{e['object']} {what}**{scope}. *Effect:* {_one_line(e['effect'])} "
                      f"*Why:* {_one_line(e['reason'])}")
     if not checks and not paths:
         lines.append("None.")
