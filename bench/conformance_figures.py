@@ -8,9 +8,9 @@ Then::
 
     .venv/bin/python bench/conformance_figures.py [--entries] [--update-differential]
 
-A test is *matched* when it passed using no allow-list entry, *allow-listed* (by the entry's kind:
-embedded-gap, version, nondeterministic, modelled-out; the first of those in that order when it used
-several) when it passed using one, and *failed* / *error* / *skipped* as the run said.
+A test is *matched* when it passed using no allow-list or differential entry, *allow-listed* (by the
+entry's kind: embedded-gap, version, nondeterministic, modelled-out; the first of those in that order
+when it used several) when it passed using one, and *failed* / *error* / *skipped* as the run said.
 ``--update-differential`` writes the differences the ignore file did not explain into
 tests/conformance/differential.yaml as candidate entries (``kind: TODO``, ``reason: TODO``: the
 differential's tests refuse them until a person classifies each) and drops entries that explained
@@ -66,10 +66,11 @@ def tests_table(results: dict[str, Any], show_entries: bool) -> Counter[str]:
         entries = {v for k, v in r["properties"] if k == "allowlisted"}
         unused_some |= {v for k, v in r["properties"] if k == "allowlist-unused"}
         used.update(entries)
+        used_kinds = {kinds.get(e) for e in entries} | {v for k, v in r["properties"] if k == "ignored-kind"}
         if r["outcome"] != "passed":
             bucket = r["outcome"]
         else:
-            bucket = next((k for k in KINDS if any(kinds.get(e) == k for e in entries)), "matched")
+            bucket = next((k for k in KINDS if k in used_kinds), "matched")
         by_check[_check(test_id)][bucket] += 1
     cols = ("matched", *KINDS, *OUTCOMES)
     total: Counter[str] = sum(by_check.values(), Counter())
