@@ -46,7 +46,8 @@ def section() -> str:
         where += [f"{side} `{e[side]}`" for side in ("reference", "embedded") if e.get(side, "*") != "*"]
         scope = f" ({', '.join(where)})" if where else ""
         what = "whole object" if e["path"] == "." else f"`{e['path']}`"
-        lines.append(f"- **{e['object']} {what}**{scope}. *Effect:* {_one_line(e['effect'])} "
+        kind = "Any kind" if e["object"] == "*" else e["object"]
+        lines.append(f"- **{kind}, {what}**{scope}. *Effect:* {_one_line(e['effect'])} "
                      f"*Why:* {_one_line(e['reason'])}")
     if not checks and not paths:
         lines.append("None.")

@@ -28,7 +28,7 @@ def test_a_changed_list_makes_the_section_stale(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "differential.yaml").write_text(
         "- {object: Pod, path: spec.x, kind: embedded-gap, reason: r, effect: e}\n")
     monkeypatch.setattr(gapsdoc, "HERE", tmp_path)
-    assert "Pod `spec.x`" in gapsdoc.section()
+    assert "Pod, `spec.x`" in gapsdoc.section()
     assert gapsdoc.current(gapsdoc.DOC.read_text()) != gapsdoc.section()
 
 
