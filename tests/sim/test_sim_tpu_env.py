@@ -23,11 +23,13 @@ def _pod(name: str, worker_index: str | None, *, size: int, tpus: int = 4, leade
         ann[tpu_env.SUBGROUP_SIZE] = str(subgroup)
     return {"metadata": {"name": name, "namespace": "ns", "labels": labels, "annotations": ann},
             "spec": {"subdomain": "tpu", "containers": [
-                {"name": f"c{i}", "resources": {"limits": {tpu_env.TPU: str(tpus)}}} for i in range(containers)]}}
+                {"name": f"c{i}", "resources": {"limits": {tpu_env.TPU: str(tpus)}}}
+                for i in range(containers)]}}
 
 
 def _env(pod: dict[str, Any], i: int = 0) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in pod["spec"]["containers"][i]["env"] if e["name"].startswith("TPU_")}
+    env = pod["spec"]["containers"][i]["env"]
+    return {e["name"]: e["value"] for e in env if e["name"].startswith("TPU_")}
 
 
 def test_workers_only_leader_without_tpus() -> None:
@@ -38,7 +40,8 @@ def test_workers_only_leader_without_tpus() -> None:
         "TPU_NAME": "tpu-0", "TPU_PROCESS_ADDRESSES": "tpu-0-1.tpu:8476,tpu-0-2.tpu:8476,tpu-0-3.tpu:8476",
         "TPU_PROCESS_PORT": "8476"}
     # the LWS variables are there too
-    assert {e["name"] for e in pod["spec"]["containers"][0]["env"]} >= {L.ENV_LEADER_ADDRESS, L.ENV_WORKER_INDEX}
+    names = {e["name"] for e in pod["spec"]["containers"][0]["env"]}
+    assert names >= {L.ENV_LEADER_ADDRESS, L.ENV_WORKER_INDEX}
 
 
 def test_leader_requesting_tpus_is_the_first_host() -> None:
