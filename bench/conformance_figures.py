@@ -124,23 +124,37 @@ def candidates(diff: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _entry_id(e: dict[str, Any]) -> str:
+    """An entry's id as test_differential.py reports it (differential.Ignore.id)."""
+    scope = "" if e.get("source", "*") == "*" else f"{e['source']} "
+    name = "" if e.get("name", "*") == "*" else f"/{e['name']}"
+    ref, emb = e.get("reference", "*"), e.get("embedded", "*")
+    values = "" if (ref, emb) == ("*", "*") else f" ({ref} -> {emb})"
+    return f"{scope}{e['object']}{name} {e['path']}{values}"
+
+
 def update_differential(diff: dict[str, Any]) -> None:
-    entries = (yaml.safe_load(IGNORES.read_text()) or []) if IGNORES.exists() else []
+    """Edit the ignore file as text, so that its comments and layout stay for the review: the entries
+    that explained nothing go, the candidates are appended under a heading."""
     unused = set(diff["figures"]["entries_unused"])
-
-    def entry_id(e: dict[str, Any]) -> str:
-        scope = "" if e.get("source", "*") == "*" else f"{e['source']} "
-        name = "" if e.get("name", "*") == "*" else f"/{e['name']}"
-        return f"{scope}{e['object']}{name} {e['path']}"
-
-    kept = [e for e in entries if entry_id(e) not in unused]
+    text = IGNORES.read_text()
+    # one block per entry: from its "- " line up to the next entry, heading or blank line
+    blocks = re.split(r"(?m)^(?=- |# --|\n)", text)
+    kept, dropped = [], 0
+    for block in blocks:
+        parsed = yaml.safe_load(block) if block.startswith("- ") else None
+        if parsed and _entry_id(parsed[0]) in unused:
+            dropped += 1
+            continue
+        kept.append(block)
     new = candidates(diff)
-    text = IGNORES.read_text() if IGNORES.exists() else ""
-    header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
-    body = yaml.safe_dump(kept + new, sort_keys=False, width=100, allow_unicode=True) if kept or new else ""
-    IGNORES.write_text(header + "\n" + body)
-    print(f"{IGNORES.relative_to(REPO)}: {len(entries) - len(kept)} unused entries dropped, "
-          f"{len(new)} candidates added (kind/reason TODO: review each)")
+    out = "".join(kept).rstrip("\n") + "\n"
+    if new:
+        out += ("\n# -- candidates written by bench/conformance_figures.py --update-differential: classify "
+                "each --\n" + yaml.safe_dump(new, sort_keys=False, width=100, allow_unicode=True))
+    IGNORES.write_text(out)
+    print(f"{IGNORES.relative_to(REPO)}: {dropped} unused entries dropped, {len(new)} candidates added "
+          "(kind/reason TODO: review each)")
 
 
 def main(argv: list[str]) -> int:
