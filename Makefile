@@ -25,5 +25,7 @@ bench: setup
 refcluster:
 	@bash scripts/build-refcluster
 
+# the run's results (build/conformance/results.json, differential.json) give its figures, printed after
 conformance: setup refcluster
-	LWSFLOW_CONFORMANCE=1 .venv/bin/python -m pytest tests/conformance -q -p no:cacheprovider
+	@status=0; LWSFLOW_CONFORMANCE=1 .venv/bin/python -m pytest tests/conformance -q -p no:cacheprovider \
+		|| status=$$?; .venv/bin/python bench/conformance_figures.py || true; exit $$status

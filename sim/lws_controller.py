@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
-from lwsflow.sim import rolling
+from lwsflow.sim import rolling, tpu_env
 from lwsflow.sim.lws_spec import LwsView, view
 from lwsflow.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
 from lwsflow.sim.podutil import (
@@ -363,6 +363,8 @@ class LwsController:
                 worker.setdefault("spec", {}).setdefault("nodeSelector", {})[topo] = value
         data = self.revision_data(ns, v.name, label(leader, L.TEMPLATE_REVISION_HASH)) or v.revision_data
         ann.update(_subgroup_annotations(data))
+        if tpu_env.requests_tpus(leader.get("spec") or {}):
+            ann[tpu_env.LEADER_REQUESTS_TPUS] = "true"
         tmeta["annotations"] = ann
         store.create(
             STS,

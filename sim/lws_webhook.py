@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from lwsflow.controller.api import labels as L
+from lwsflow.sim import tpu_env
 
 SUBGROUP_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-size"
 SUBGROUP_POLICY_TYPE_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-policy-type"
@@ -44,6 +45,7 @@ def mutate_pod(pod: dict, ordinal: int) -> None:
     group = labels.get(L.GROUP_INDEX, leader.rsplit("-", 1)[-1])
     _subgroup_labels(labels, ann, leader, ordinal)
     subdomain = pod["spec"].get("subdomain", lws)
+    tpu_env.add_tpu_variables(pod)  # before the LWS variables, as upstream's webhook
     env = [
         {"name": L.ENV_LEADER_ADDRESS, "value": f"{lws}-{group}.{subdomain}.{ns}"},
         {"name": L.ENV_GROUP_SIZE, "value": ann.get(L.SIZE_ANNOTATION, "1")},

@@ -4,6 +4,7 @@ the same kubectl."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import secrets
 import subprocess
@@ -121,5 +122,43 @@ def allowlist() -> dict[str, str]:
     out = {}
     for e in entries:
         assert e.get("reason"), f"allow-list entry {e.get('id')} has no reason"
+        assert e.get("kind") in KINDS, f"allow-list entry {e.get('id')}: kind must be one of {KINDS}"
+        assert e["kind"] != "embedded-gap" or e.get("effect"), \
+            f"allow-list entry {e.get('id')}: an embedded gap needs its effect on users"
         out[str(e["id"])] = str(e["reason"])
     return out
+
+
+# what an entry is (allowlist.yaml's `kind`): the reference running upstream LWS v0.9.0 against
+# lwsflow's v0.10+ semantics; the embedded cluster differing from every upstream version (with its
+# effect on users, listed in docs/embedded-cluster.md); timing that differs between two runs of the
+# reference cluster itself; a part of a real cluster not modelled on purpose
+KINDS = ("version", "embedded-gap", "nondeterministic", "modelled-out")
+# the running test's ``record_property`` (conftest.py sets it): an allow-list entry used by a test is
+# written into the junit report, from which bench/conformance_figures.py counts the run
+RECORDER: list[Callable[[str, object], None]] = []
+
+
+def allowed(key: str) -> str | None:
+    """The allow-list entry explaining the difference ``key`` (an exact id, or an fnmatch pattern
+    matching it), recorded on the running test as used; None when no entry does."""
+    entry = next((p for p in allowlist() if p == key or fnmatch.fnmatchcase(key, p)), None)
+    if entry is not None:
+        note("allowlisted", entry)
+    return entry
+
+
+def note(name: str, value: object) -> None:
+    """A property of the running test's result (results.json, read by bench/conformance_figures.py)."""
+    for record in RECORDER:
+        record(name, value)
+
+
+def now_matches(entry_id: str) -> None:
+    """The check an entry explains matched in this run: a failure (the entry must go), except for an
+    entry with ``runs: some`` (the reference differs in some runs only), which is reported unused."""
+    entries = {str(e["id"]): e for e in yaml.safe_load(ALLOWLIST.read_text()) or []}
+    if entries[entry_id].get("runs") == "some":
+        note("allowlist-unused", entry_id)
+        return
+    raise AssertionError(f"{entry_id} now matches the reference cluster: drop it from allowlist.yaml")

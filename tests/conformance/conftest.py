@@ -6,8 +6,10 @@ these tests (they need the Go-built binaries), so this file hides them unless LW
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -21,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "api"))  # the suite's held-i
 if not os.environ.get("LWSFLOW_CONFORMANCE"):
     collect_ignore_glob = ["test_*.py"]
 
+import clusters
 from clusters import Target
 
+REPO = Path(__file__).resolve().parents[2]
 NEVER_READY = ("*never-ready*",)
 READY_DELAY_S = 1.0
 
@@ -44,6 +48,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 
 @pytest.fixture(scope="session")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example catalog rendered fresh (``lwsflow render``): overlays/dev, staging, prod."""
+    out = tmp_path_factory.mktemp("render") / "overlays"
+    lwsflow = Path(sys.executable).with_name("lwsflow")
+    subprocess.run([str(lwsflow), "render", str(REPO / "examples" / "catalog.yaml"), "--out", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The embedded cluster (default pools) behind its HTTPS API, in real time at the default speed."""
     from lwsflow.sim.apiserver import ApiServer
@@ -62,3 +76,40 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     finally:
         cluster.stop()
         api.stop()
+
+
+@pytest.fixture(autouse=True)
+def _record_allowlist(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Lets clusters.allowed() note the allow-list entries a test used on the test's report."""
+    clusters.RECORDER[:] = [lambda name, value: request.node.user_properties.append((name, value))]
+    yield
+    clusters.RECORDER.clear()
+
+
+# -- the run's results, for bench/conformance_figures.py ----------------------------------------------
+REPORT_DIR = Path(os.environ.get("LWSFLOW_CONFORMANCE_REPORT", REPO / "build" / "conformance"))
+_RESULTS: dict[str, dict[str, object]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each conformance test's outcome (failed in any phase wins) and the allow-list entries it used."""
+    if "tests/conformance/" not in report.nodeid.replace("\\", "/"):
+        return
+    r = _RESULTS.setdefault(report.nodeid, {"outcome": "passed", "properties": []})
+    if report.failed:
+        r["outcome"] = "failed" if report.when == "call" else "error"
+    elif report.skipped and r["outcome"] == "passed":
+        r["outcome"] = "skipped"
+    elif report.when == "call" and not report.passed:
+        r["outcome"] = report.outcome
+    if report.when == "teardown":
+        r["properties"] = [list(p) for p in report.user_properties]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``results.json``: what this run (``make conformance``, or the files given) found."""
+    if not _RESULTS:
+        return
+    REPORT_DIR.mkdir(parents=True, exist_ok=True)
+    (REPORT_DIR / "results.json").write_text(json.dumps(
+        {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tests": _RESULTS}, indent=1))
