@@ -36,6 +36,9 @@ from lwsflow.controller.rollout.pd import PairRollout, find_pair
 
 log = logging.getLogger("lwsflow.controller.driver")
 
+Waiter = Callable[[Resource, str, str, Callable[[Obj], bool], threading.Event], "Obj | None"]
+"""Blocks until a target satisfies a predicate (the controller's informer cache; None: watch it)."""
+
 SmokeFactory = Callable[[SmokeCheck], Hook]
 """Makes the smoke-test hook (wired by the CLI: the controller must not import components)."""
 
@@ -104,7 +107,7 @@ class Driver:
                  on_check: Callable[[str, bool], None] | None = None,
                  analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
                  on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
-                 probed: Obj | None = None) -> None:
+                 probed: Obj | None = None, waiter: Waiter | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
@@ -113,6 +116,7 @@ class Driver:
         # the policy's pdProbe (pd_gate.py): the probe is components', wired in by the CLI
         self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
         self.on_probe = on_probe or (lambda _r: None)
+        self.waiter = waiter
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
@@ -178,6 +182,13 @@ class Driver:
         name = name or self.ref.name
         log.info("%s/%s: rollout %s waits for promotion of stage %d", self.ns, name, st.id, gate_k + 1)
         try:
+            if self.waiter is not None:  # the controller's cache: woken by its events, no request
+                while not self.stop.is_set():
+                    obj = self.waiter(res, self.ns, name, lambda o: self._gate_moved(o, st, gate_k),
+                                      self.stop)
+                    if obj is None or self._gate_moved(obj, st, gate_k):
+                        return  # deleted (the engine's next read says so) or moved
+                return
             while not self.stop.is_set():
                 for obj in watch.follow(self.kube, res, self.ns, name, wall_budget=1.0):
                     if self._gate_moved(obj, st, gate_k):
