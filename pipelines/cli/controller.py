@@ -62,6 +62,9 @@ def run(
     resync: Annotated[str, typer.Option(help="safety-net full reconcile this often (events drive the rest)")]
     = "5m",
     workers: Annotated[int, typer.Option(help="reconcile workers (policies reconciled at once)", min=1)] = 4,
+    kube_qps: Annotated[float, typer.Option(help="client-side limit on API requests per second (watches "
+                                            "apart)", min=1)] = 200.0,
+    kube_burst: Annotated[int, typer.Option(help="requests allowed at once above --kube-qps", min=1)] = 400,
     engine: Annotated[str, typer.Option(hidden=True, help="informer, or legacy (the previous loop: "
                                         "bench/controller_scale.py compares them)")] = "informer",
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
@@ -89,7 +92,7 @@ def run(
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")
     _configure_logging()
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    kube = Kube.connect(kubeconfig)
+    kube = Kube.connect(kubeconfig, qps=kube_qps, burst=kube_burst)
     kube.api.user_agent = f"lwsflow-controller/{identity}"  # the API server's audit names the replica
     clock = session.clock_for(kube)
     metrics = Metrics()
