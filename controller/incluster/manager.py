@@ -78,6 +78,7 @@ SETTLE_S = 1.0
 class _Worker:
     thread: threading.Thread
     stop: threading.Event  # set when the policy is deleted or the controller stops: writes fenced
+    kube: Kube  # its own view: fenced on ``stop``, counting its requests, remembering what it wrote
     generation: int  # the policy generation the rollout runs under
     spec: RolloutPolicySpec
     ended: float = math.inf  # time.monotonic() when its rollout returned
@@ -203,7 +204,8 @@ class Controller:
         self.reconcile(policy)
 
     def reconcile(self, policy: Obj, *, live: bool = False) -> None:
-        """``live``: the policy and its targets were just read from the API (about to start a rollout)."""
+        """``live``: the policy and its targets were just read from the API (a blue-green about to start:
+        it makes a second pair, so it acts on the API's copy, not the cache's)."""
         meta = policy["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}"
@@ -234,16 +236,18 @@ class Controller:
             return
         obj = objs[0]
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
+        if not self._caught_up(key, policy, spec, objs):
+            return  # the cache has not seen the last rollout's last writes: their events re-enqueue us
         if self._idle(key):
             retry = self._decide(policy, spec, objs)
             held = probed and pd_gate.holds(old, objs, gen, self.clock.now())
             if held and held.get("verdict") == pd_gate.NOT_RUN:
                 self.recheck_after(key, 30.0)  # its retry window is cluster time: look again now and then
             if retry is not None and not held and not (probed and self._unsettled_fresh(key, objs)):
-                if self.cache is not None and not live:  # act on what is on the API, not the cache
-                    self.reconcile(self.kube.get(ROLLOUT_POLICY, ns, name), live=True)
-                    return
                 self._start_worker(key, policy, spec, objs, retry)
+            if self.cache is not None:  # an adoption just stored its answer in the cache
+                objs = self._targets(ns, spec)
+                obj = objs[0]
         running = self.workers.get(key)
         if running is not None and running.thread.is_alive():  # the rollout's own spec and generation
             spec, gen = running.spec, running.generation
@@ -305,6 +309,23 @@ class Controller:
         if self.cache is None and worker.ended >= self.listed_at:
             self.wake.set()
             return False
+        return True
+
+    def _caught_up(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool:
+        """Whether the cached policy and targets are at least as new as the last writes of this policy's
+        ended rollout (read-your-writes: a decision on an older copy could start a finished rollout
+        again or probe a pair twice)."""
+        worker = self.workers.get(key)
+        if self.cache is None or worker is None or worker.thread.is_alive() or not worker.kube.written:
+            return True
+        res = LWS if spec.targetRef.kind == "LeaderWorkerSetPair" else resource_of(spec.targetRef.kind)
+        seen = [(ROLLOUT_POLICY, policy), *((res, o) for o in objs)]
+        for r, o in seen:
+            meta = o["metadata"]
+            wrote = worker.kube.written.get(r.path(meta.get("namespace"), meta["name"]), "")
+            have = str(meta.get("resourceVersion") or "")
+            if wrote.isdigit() and have.isdigit() and int(have) < int(wrote):
+                return False
         return True
 
     def _unsettled_fresh(self, key: str, objs: list[Obj]) -> bool:
@@ -393,9 +414,11 @@ class Controller:
     def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:
         meta = obj["metadata"]
         res = resource_of(spec.targetRef.kind) if spec.targetRef.kind != "LeaderWorkerSetPair" else LWS
-        self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
+        out = self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
             "resourceVersion": meta["resourceVersion"],
             "annotations": {LAST_GOOD: state.pack(state.template_of(obj))}}}, field_manager=L.FIELD_MANAGER)
+        if self.cache is not None:  # the status computed next reads the adopted copy
+            (self.cache.ds if res == DS else self.cache.lws).store(out)
         log.info("%s/%s: adopted the running template as stable", meta["namespace"], meta["name"])
 
     def _start_worker(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
@@ -467,7 +490,8 @@ class Controller:
                 self.wake_policy(key)
 
         t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
-        worker = self.workers[key] = _Worker(t, stop, int(policy["metadata"].get("generation", 0)), spec)
+        gen = int(policy["metadata"].get("generation", 0))
+        worker = self.workers[key] = _Worker(t, stop, kube, gen, spec)
         t.start()
 
     # -- the life of a policy ----------------------------------------------------------------------

@@ -104,6 +104,7 @@ class Kube:
         self.timeout_s = timeout_s
         self.limiter = TokenBucket(qps, burst, sleep=sleep)
         self.fences: tuple[Fence, ...] = ()
+        self.written: dict[str, str] | None = None  # a view's: object path -> resourceVersion we wrote
         self.attempts = attempts
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -149,6 +150,7 @@ class Kube:
         out = copy.copy(self)
         out.requests = Counter()
         out._counters = (*self._counters, out.requests)
+        out.written = {}
         if fence is not None:
             out.fences = (*self.fences, fence)
         return out
@@ -195,11 +197,22 @@ class Kube:
                     data = resp.data
                 finally:
                     resp.release_conn()
-                return json.loads(data) if data else {}
+                doc = json.loads(data) if data else {}
+                if self.written is not None and method in WRITES and isinstance(doc, dict):
+                    self._wrote(path, doc)
+                return doc
             if not isinstance(err, RETRYABLE) or attempt == self.attempts:
                 raise err from cause
             self._backoff(attempt, err)
         raise AssertionError("unreachable")
+
+    def _wrote(self, path: str, doc: Obj) -> None:
+        """Remember the resourceVersion our write produced (a cache older than it has not seen it)."""
+        rv = (doc.get("metadata") or {}).get("resourceVersion") if doc.get("kind") != "Status" else None
+        written = self.written
+        if rv and written is not None:
+            with self._lock:
+                written[path.removesuffix("/status").removesuffix("/scale")] = str(rv)
 
     def _backoff(self, attempt: int, err: ApiError) -> None:
         # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After.
