@@ -1,4 +1,5 @@
-"""The controller's work queue and the client's token bucket (``incluster/queue.py``, ``kube/ratelimit.py``)."""
+"""The controller's work queue and the client's token bucket (``incluster/queue.py``,
+``kube/ratelimit.py``)."""
 
 from __future__ import annotations
 
