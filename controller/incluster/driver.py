@@ -28,11 +28,11 @@ from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck
 from lwsflow.controller.rollout import planner, state
 from lwsflow.controller.rollout.compat import CompatProbe
-from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.pd import PairRollout, find_pair
+from lwsflow.controller.rollout.session import capacity_preflight, engine_for
 
 log = logging.getLogger("lwsflow.controller.driver")
 
@@ -132,11 +132,17 @@ class Driver:
                 opts = probed
             elif not fresh and pd_gate.enabled(self.spec):
                 opts = pd_gate.resumed(opts, live)
+            if fresh and not opts.together:  # `lwsflow rollout`'s check: a surge that cannot fit is refused
+                capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
-        make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
-        eng = make(self.kube, self.ns, self.ref.name, self.opts, self.clock)
+        kind = KIND_TO_TARGET[self.ref.kind]
         res = resource_of(self.ref.kind)
+        live = self.kube.get(res, self.ns, self.ref.name)
+        # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
+        # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
+        capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info)
+        eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock)
         eng.t.checkpoint("begin")
         while not self.stop.is_set():
             obj = self.kube.get(res, self.ns, self.ref.name)

@@ -3,6 +3,9 @@
 - Two policies naming one target: the oldest (creation time, then name) owns it; any other gets
   phase ``Failed`` and ``Ready``/``Progressing`` False with reason ``TargetOwned`` naming the owner,
   and the controller writes nothing to the target on its behalf.
+- A rollout refused before it wrote anything (``lwsflow rollout``'s capacity check: a surge that
+  cannot fit): phase ``Failed``, ``Ready`` False with reason ``Refused`` and the check's numbers; it
+  is tried again when the template or the policy changes, or after ``REFUSAL_RETRY_S``.
 - A spec edited while a rollout of the policy runs: the rollout finishes under the spec and
   generation it started with; the status keeps ``observedGeneration`` at that generation and shows
   ``SpecApplied`` False (reason ``RolloutInProgress``) until it ends; the next rollout uses the edit.
@@ -17,6 +20,8 @@ from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 
 TARGET_OWNED = "TargetOwned"
+REFUSED = "Refused"
+REFUSAL_RETRY_S = 60.0  # wall seconds before a refused rollout is checked again (capacity may free up)
 SPEC_APPLIED = "SpecApplied"
 
 
@@ -48,3 +53,12 @@ def spec_applied(new: Obj, old: Obj, generation: int, running: int, now: str) ->
         conds.append({"type": SPEC_APPLIED, "status": "False", "reason": "RolloutInProgress",
                       "message": msg, "lastTransitionTime": _since(old, SPEC_APPLIED, "False", now)})
     return {**new, "conditions": conds}
+
+
+def refused(new: Obj, old: Obj, why: str, now: str) -> Obj:
+    """``new`` (the derived status) showing a rollout refused up front."""
+    msg = f"refused: {why}"[:500]
+    conds = [{**c, "status": "False", "reason": REFUSED, "message": msg,
+              "lastTransitionTime": _since(old, str(c.get("type")), "False", now)}
+             for c in new.get("conditions") or [] if c.get("type") in ("Progressing", "Ready")]
+    return {**new, "phase": "Failed", "message": msg, "conditions": conds}

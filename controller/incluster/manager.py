@@ -103,6 +103,8 @@ class Controller:
     wake: threading.Event = field(default_factory=threading.Event)
     workers: dict[str, _Worker] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
+    # policy -> (template key, generation, time.monotonic(), why) of a partition rollout refused up front
+    refused: dict[str, tuple[str, int, float, str]] = field(default_factory=dict)
     settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
     synced: bool = False  # one full pass done (readiness)
     listed_at: float = -math.inf  # time.monotonic() of this pass's list of policies
@@ -243,7 +245,9 @@ class Controller:
             held = probed and pd_gate.holds(old, objs, gen, self.clock.now())
             if held and held.get("verdict") == pd_gate.NOT_RUN:
                 self.recheck_after(key, 30.0)  # its retry window is cluster time: look again now and then
-            if retry is not None and not held and not (probed and self._unsettled_fresh(key, objs)):
+            why = self._refusal(key, objs, gen)
+            if retry is not None and not held and why is None \
+                    and not (probed and self._unsettled_fresh(key, objs)):
                 self._start_worker(key, policy, spec, objs, retry)
             if self.cache is not None:  # an adoption just stored its answer in the cache
                 objs = self._targets(ns, spec)
@@ -258,6 +262,9 @@ class Controller:
             new["currentStage"])
         new = lifecycle.spec_applied(new, old, int(meta.get("generation", 0)), gen,
                                      state.iso(self.clock.now()))
+        why = self._refusal(key, objs, gen)
+        if why is not None and not state.any_active(objs):
+            new = lifecycle.refused(new, old, why, state.iso(self.clock.now()))
         if not pstatus.same(old, new):
             if not pd_gate.overlaid(new):  # the probe announced its own verdict (pd_gate.recorder)
                 self._transitions(policy, spec, old, new)
@@ -310,6 +317,20 @@ class Controller:
             self.wake.set()
             return False
         return True
+
+    def _refusal(self, key: str, objs: list[Obj], generation: int) -> str | None:
+        """Why this policy's rollout of these templates was refused up front, while that holds (the
+        same templates and generation, within REFUSAL_RETRY_S); None: nothing holds it."""
+        rec = self.refused.get(key)
+        if rec is None:
+            return None
+        tkey, gen, at, why = rec
+        left = lifecycle.REFUSAL_RETRY_S - (time.monotonic() - at)
+        if tkey != pd_gate.template_key(objs) or gen != generation or left <= 0:
+            del self.refused[key]
+            return None
+        self.recheck_after(key, left)
+        return why
 
     def _caught_up(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool:
         """Whether the cached policy and targets are at least as new as the last writes of this policy's
@@ -433,6 +454,8 @@ class Controller:
                 self.notifier.send(ns, spec.notifications.webhooks if spec.notifications else [],
                                    f"[lwsflow {policy['metadata']['name']}] {text}")
 
+        hold = (pd_gate.template_key(objs), int(policy["metadata"].get("generation", 0)))
+
         def make(kube: Kube, stop: threading.Event) -> Callable[[], Outcome | None]:
             return Driver(kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=stop,
                           on_gate=on_gate, on_check=self._count_check,
@@ -441,7 +464,7 @@ class Controller:
                           generation=int(policy["metadata"].get("generation", 0)),
                           probed=(policy.get("status") or {}).get("pdProbe"),
                           waiter=self.loop.wait_target if self.loop is not None else None).run
-        self._spawn(key, policy, spec, make)
+        self._spawn(key, policy, spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
                        rollout_id: Callable[[HookContext], str] | None = None, *,
@@ -457,7 +480,8 @@ class Controller:
         self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
     def _spawn(self, key: str, policy: Obj, spec: RolloutPolicySpec,
-               make: Callable[[Kube, threading.Event], Callable[[], Outcome | None]]) -> None:
+               make: Callable[[Kube, threading.Event], Callable[[], Outcome | None]], *,
+               hold: tuple[str, int] | None = None) -> None:
         """Run one rollout on its own thread, its outcome counted and logged. The rollout gets its own
         view of the connection: its own request counter (its report counts its requests) and a fence
         that refuses its writes once it is stopped (its policy deleted, the controller stopping)."""
@@ -481,6 +505,8 @@ class Controller:
             except InvalidInput as exc:  # e.g. no room for a green pair: shown in the status, retried
                 log.warning("%s: rollout refused: %s", key, exc)
                 self.refusals[key] = str(exc)
+                if hold is not None:  # held until the templates or the policy change, or the retry window
+                    self.refused[key] = (*hold, time.monotonic(), str(exc))
                 self.metrics.reconcile_errors.inc()
             except Exception:  # a driver's crash must not take the controller down; the state is safe
                 log.exception("%s: rollout driver failed", key)
@@ -506,6 +532,7 @@ class Controller:
         if labels is not None:
             self.metrics.forget(*labels)
         self.refusals.pop(key, None)
+        self.refused.pop(key, None)
         self.settling.pop(key, None)
 
     def _track_series(self, key: str, spec: RolloutPolicySpec) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Metrics
@@ -14,7 +15,7 @@ from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import policy, running, sync, wait_policy
-from reliability.rollout_env import NS, Env, lws_manifest
+from reliability.rollout_env import NS, Env, lws_manifest, make_env
 
 AGENT = "lwsflow-controller/lifecycle"
 WRITES = {"create", "patch", "update", "delete"}
@@ -131,3 +132,27 @@ def test_orphaned_and_invalid_policies_write_their_status_once(env: Env) -> None
             time.sleep(1.0)
     assert writes.to("rolloutpolicies/status", "orphan") == 1
     assert writes.to("rolloutpolicies/status", "invalid") == 1
+
+
+def test_a_surge_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
+    """`lwsflow rollout`'s capacity check on the in-cluster path: a release whose maxSurge group has no
+    free GPUs is refused before anything is written to the LWS (phase Failed, reason Refused, with the
+    numbers), not left to stall until the progress deadline."""
+    env = make_env(tmp_path, gpu_nodes=1)  # one node of 8 GPUs
+    try:
+        writes = Writes(env)
+        env.create_ready(lws_manifest("c", replicas=2, size=1, gpus=4, surge=1, unavailable=0, partition=2))
+        env.kube.create(ROLLOUT_POLICY, NS, policy("pc", "c", [{"groups": 1}, {"groups": "100%"}]))
+        with running(_controller(env)):
+            wait_policy(env, "pc", lambda s: bool(s.get("stableRevision")))
+            t0 = time.monotonic()
+            sync(env, "c", "vllm:2")
+            p = wait_policy(env, "pc", lambda s: s.get("phase") == "Failed")
+            time.sleep(1.0)
+            assert writes.to("leaderworkersets", "c", since=t0) == 0
+        assert "refused" in p["status"]["message"] and "maxSurge" in p["status"]["message"]
+        assert {c["reason"] for c in p["status"]["conditions"]} == {"Refused"}
+        lws = env.kube.get(LWS, NS, "c")
+        assert gate.partition(lws) == 2 and not state.RolloutState.from_object(lws).id
+    finally:
+        env.close()
