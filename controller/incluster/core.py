@@ -19,25 +19,44 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError, InvalidInput
 from lwsflow.controller.incluster.cache import Caches
+from lwsflow.controller.incluster.leader import LeaderElector
+from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.incluster.queue import WorkQueue
+from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.informer import Informer
 from lwsflow.controller.kube.resources import DS, Resource
 
-if TYPE_CHECKING:
-    from lwsflow.controller.incluster.manager import Controller
-
 log = logging.getLogger("lwsflow.controller")
+
+
+class Reconciler(Protocol):
+    """What the loop needs of the controller (``manager.Controller``; a protocol, so that the manager
+    imports this module and not the other way round)."""
+
+    kube: Kube
+    namespace: str | None
+    leader: LeaderElector | None
+    metrics: Metrics
+    resync_s: float
+    worker_count: int
+    stall_s: float
+    stop: threading.Event
+    synced: bool
+    listed_at: float
+    cache: Caches | None
+
+    def reconcile_key(self, key: str) -> None: ...
 
 
 class InformerLoop:
     """Runs a :class:`Controller` on informers and a work queue (blocking :meth:`run`)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: Reconciler) -> None:
         self.ctl = ctl
         self.queue = WorkQueue()
         self.caches = Caches(ctl.kube, ctl.namespace, self.queue.add, ctl.stop)

@@ -133,7 +133,8 @@ class Driver:
             elif not fresh and pd_gate.enabled(self.spec):
                 opts = pd_gate.resumed(opts, live)
             if fresh and not opts.together:  # `lwsflow rollout`'s check: a surge that cannot fit is refused
-                capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info)
+                capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info,
+                                   skip_gpu_free=True)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
         kind = KIND_TO_TARGET[self.ref.kind]
@@ -141,11 +142,14 @@ class Driver:
         live = self.kube.get(res, self.ns, self.ref.name)
         # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
         # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
-        capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info)
+        capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
+                           skip_gpu_free=True)
         eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock)
         eng.t.checkpoint("begin")
+        first: Obj | None = live  # just read: the first decision needs no second GET
         while not self.stop.is_set():
-            obj = self.kube.get(res, self.ns, self.ref.name)
+            obj = first if first is not None else self.kube.get(res, self.ns, self.ref.name)
+            first = None
             st = state.RolloutState.from_object(obj)
             if st.active:
                 gate_k = gates.next_gate(self.spec, st, gates.promoted_stage(obj, st.id))

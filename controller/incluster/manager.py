@@ -136,7 +136,9 @@ class Controller:
         a hung replica)."""
         if self.loop is not None:
             return self.loop.healthy()
-        return time.monotonic() - self.listed_at < max(self.stall_s, 3 * self.resync_s) or not self.synced
+        standby = self.leader is not None and not self.leader.is_leader()
+        return standby or not self.synced or time.monotonic() - self.listed_at < max(self.stall_s,
+                                                                                      3 * self.resync_s)
 
     def wake_policy(self, key: str) -> None:
         """Reconcile ``key`` soon (a driver ended, a blue-green step the route watch does not see)."""
@@ -206,8 +208,7 @@ class Controller:
         self.reconcile(policy)
 
     def reconcile(self, policy: Obj, *, live: bool = False) -> None:
-        """``live``: the policy and its targets were just read from the API (a blue-green about to start:
-        it makes a second pair, so it acts on the API's copy, not the cache's)."""
+        """``live``: read the targets from the API, not the cache."""
         meta = policy["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}"
@@ -234,7 +235,8 @@ class Controller:
                                       "observedGeneration": meta.get("generation", 0)})
             return
         if spec.strategy == "blue-green":
-            self._reconcile_blue_green(policy, spec, objs, live)
+            if self._caught_up(key, policy, spec, objs):
+                self._reconcile_blue_green(policy, spec, objs, live)
             return
         obj = objs[0]
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
@@ -287,9 +289,11 @@ class Controller:
             if retry is None:
                 self.refusals.pop(key, None)  # nothing to roll (any more)
             elif st.active or self._settled(key, bg.pair_hash(objs)):
-                if self.cache is not None and not live:  # act on what is on the API, not the cache
-                    self.reconcile(self.kube.get(ROLLOUT_POLICY, ns, name), live=True)
-                    return
+                if self.cache is not None and not live:  # a second pair is made: act on the API's copies
+                    objs = self._targets(ns, spec, live=True)
+                    retry = bg.decide(policy, objs, st)
+                    if retry is None:
+                        return
                 self._start_blue_green(key, policy, spec, objs, st, retry)
         new = bgstatus.compute(spec, st, route, objs, int(meta.get("generation", 0)), old,
                                state.iso(self.clock.now()))

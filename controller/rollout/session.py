@@ -148,17 +148,20 @@ def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | N
 
 
 def capacity_preflight(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], *, auto_budget: bool,
-                       log: Callable[[str], None] = lambda _m: None) -> dict[str, Obj]:
+                       log: Callable[[str], None] = lambda _m: None,
+                       skip_gpu_free: bool = False) -> dict[str, Obj]:
     """The capacity check before a fresh rollout, one path for ``lwsflow rollout`` and the in-cluster
     controller: per object (``objs``: {"": obj}, or a pair's {role: obj}), those with no rollout in
     progress are checked against the node pool; returns the objects to roll (with ``auto_budget``'s
-    choice where it changed the budget), or raises InvalidInput naming what does not fit."""
+    choice where it changed the budget), or raises InvalidInput naming what does not fit.
+    ``skip_gpu_free``: a template that asks for no GPUs cannot be refused, so it is not checked (the
+    controller, starting many rollouts at once, then sends no LIST of the cluster's nodes and pods)."""
     out: dict[str, Obj] = {}
     for role, obj in objs.items():
         if state.RolloutState.from_object(obj).active:  # resumed: its capacity was checked at its start
             out[role] = obj
             continue
-        if capacity.gpus_requested(obj) == 0:  # nothing the check could refuse: no LIST of the cluster
+        if skip_gpu_free and capacity.gpus_requested(obj) == 0:
             out[role] = obj
             continue
         check = check_ds_capacity if kind == "ds" else check_capacity
