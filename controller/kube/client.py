@@ -102,7 +102,7 @@ class Kube:
                  qps: float = 50.0, burst: int = 100) -> None:
         self.api = api_client
         self.timeout_s = timeout_s
-        self.limiter = TokenBucket(qps, burst, sleep=sleep)
+        self.limiter = TokenBucket(qps, burst)  # wall time: not the injected retry `sleep`
         self.fences: tuple[Fence, ...] = ()
         self.written: dict[str, str] | None = None  # a view's: object path -> resourceVersion we wrote
         self.attempts = attempts

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import urllib3
 
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.errors import ApiError, Gone, NotFound
+from lwsflow.controller.errors import ApiError, Forbidden, Gone, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import Resource
 from lwsflow.controller.kube.watch import stream
@@ -113,7 +113,10 @@ class Informer:
             except Gone:
                 log.info("watch %s: 410 Gone at rv %s; relisting", self.res.plural, self.rv)
                 self.rv = ""
-            except NotFound:  # a kind this cluster does not serve (no DS CRD): empty, look again later
+            except (NotFound, Forbidden) as exc:  # a kind not served (no DS CRD) or not ours to read:
+                if self.served:  # empty, so the controller still works on the rest; look again later
+                    level = logging.WARNING if isinstance(exc, Forbidden) else logging.INFO
+                    log.log(level, "%s: %s; treated as empty", self.res.plural, exc)
                 self.served = False
                 self.synced.set()
                 self.rv = ""

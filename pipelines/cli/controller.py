@@ -3,9 +3,12 @@
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
         [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
         [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local]
+        [--resync 5m] [--workers 4] [--kube-qps 200] [--kube-burst 400]
 
-Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts; a replica
-that loses the lease exits (its Deployment restarts it as a standby).
+Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts, and every
+write is fenced on the renew deadline; a replica that loses the lease exits (its Deployment
+restarts it as a standby). ``/healthz`` fails while a reconcile makes no progress. The hidden
+``--engine legacy`` runs the previous list-everything loop (``bench/controller_scale.py``).
 """
 
 from __future__ import annotations
