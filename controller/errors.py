@@ -14,6 +14,8 @@
         ├── Gone (410)                watch resourceVersion too old: relist
         ├── Unprocessable (422)       object invalid (schema or webhook rules)
         ├── TooManyRequests (429)
+        ├── Fenced                    a write refused on our side, never sent: this replica cannot prove
+        │                             it still leads (or its rollout was stopped)
         └── ServerError (5xx)
             └── Unreachable           no API answered at all (refused, timed out, TLS failed): retried
                                       like a 5xx, but printed as what happened, not as an API status
@@ -125,6 +127,13 @@ class Gone(ApiError):
 
 class Unprocessable(ApiError):
     status, reason = 422, "Invalid"
+
+
+class Fenced(ApiError):
+    """A write this process refused to send: its leadership is unproven (the Lease was not renewed
+    within the renew deadline) or the rollout it belongs to was stopped (its policy deleted)."""
+
+    status, reason = 0, "Fenced"
 
 
 class TooManyRequests(ApiError):

@@ -28,13 +28,16 @@ from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck
 from lwsflow.controller.rollout import planner, state
 from lwsflow.controller.rollout.compat import CompatProbe
-from lwsflow.controller.rollout.ds import ds_rollout
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.pd import PairRollout, find_pair
+from lwsflow.controller.rollout.session import capacity_preflight, engine_for
 
 log = logging.getLogger("lwsflow.controller.driver")
+
+Waiter = Callable[[Resource, str, str, Callable[[Obj], bool], threading.Event], "Obj | None"]
+"""Blocks until a target satisfies a predicate (the controller's informer cache; None: watch it)."""
 
 SmokeFactory = Callable[[SmokeCheck], Hook]
 """Makes the smoke-test hook (wired by the CLI: the controller must not import components)."""
@@ -104,7 +107,7 @@ class Driver:
                  on_check: Callable[[str, bool], None] | None = None,
                  analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
                  on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
-                 probed: Obj | None = None) -> None:
+                 probed: Obj | None = None, waiter: Waiter | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
@@ -113,6 +116,7 @@ class Driver:
         # the policy's pdProbe (pd_gate.py): the probe is components', wired in by the CLI
         self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
         self.on_probe = on_probe or (lambda _r: None)
+        self.waiter = waiter
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
@@ -128,14 +132,24 @@ class Driver:
                 opts = probed
             elif not fresh and pd_gate.enabled(self.spec):
                 opts = pd_gate.resumed(opts, live)
+            if fresh and not opts.together:  # `lwsflow rollout`'s check: a surge that cannot fit is refused
+                capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info,
+                                   skip_gpu_free=True)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate).run()
-        make = ds_rollout if self.ref.kind == "DisaggregatedSet" else Rollout
-        eng = make(self.kube, self.ns, self.ref.name, self.opts, self.clock)
+        kind = KIND_TO_TARGET[self.ref.kind]
         res = resource_of(self.ref.kind)
+        live = self.kube.get(res, self.ns, self.ref.name)
+        # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
+        # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
+        capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
+                           skip_gpu_free=True)
+        eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock)
         eng.t.checkpoint("begin")
+        first: Obj | None = live  # just read: the first decision needs no second GET
         while not self.stop.is_set():
-            obj = self.kube.get(res, self.ns, self.ref.name)
+            obj = first if first is not None else self.kube.get(res, self.ns, self.ref.name)
+            first = None
             st = state.RolloutState.from_object(obj)
             if st.active:
                 gate_k = gates.next_gate(self.spec, st, gates.promoted_stage(obj, st.id))
@@ -178,6 +192,13 @@ class Driver:
         name = name or self.ref.name
         log.info("%s/%s: rollout %s waits for promotion of stage %d", self.ns, name, st.id, gate_k + 1)
         try:
+            if self.waiter is not None:  # the controller's cache: woken by its events, no request
+                while not self.stop.is_set():
+                    obj = self.waiter(res, self.ns, name, lambda o: self._gate_moved(o, st, gate_k),
+                                      self.stop)
+                    if obj is None or self._gate_moved(obj, st, gate_k):
+                        return  # deleted (the engine's next read says so) or moved
+                return
             while not self.stop.is_set():
                 for obj in watch.follow(self.kube, res, self.ns, name, wall_budget=1.0):
                     if self._gate_moved(obj, st, gate_k):

@@ -7,6 +7,13 @@ it has seen no renewal for ``lease_duration_s``. Every write is a merge patch ca
 The leader renews every ``retry_period_s`` and gives up leadership when it has not renewed for
 ``renew_deadline_s``: the caller then exits (a controller that may no longer be leader must stop
 writing at once; the rollout state on the targets makes the restart safe).
+
+Fencing: :meth:`LeaderElector.write_fence` is checked before every write the controller sends
+(``Kube.view``), not after the fact: a write is refused once ``renew_deadline_s`` has passed since
+the *start* of the last successful renewal, even while the renewal loop is stuck in a slow request.
+A standby takes over only ``lease_duration_s`` after it observed that renewal, which was at or after
+its start, and ``renew_deadline_s < lease_duration_s``: the deposed leader has stopped writing first
+(up to a write already in flight, bounded by the request timeout, as in client-go).
 """
 
 from __future__ import annotations
@@ -51,15 +58,28 @@ class LeaderElector:
         self.transitions = 0
 
     def is_leader(self) -> bool:
-        return self.leader.is_set()
+        return self.leader.is_set() and self.may_write()
+
+    def may_write(self) -> bool:
+        """Whether this replica can still prove it holds the Lease: leader, and its last successful
+        renewal began less than the renew deadline ago."""
+        return self.leader.is_set() and self._mono() - self._renewed_at < self.renew_deadline_s
+
+    def write_fence(self) -> str | None:
+        """A ``Kube`` write fence: the reason to refuse a write now, or None."""
+        if self.may_write():
+            return None
+        return (f"{self.identity} cannot prove it holds lease {self.ns}/{self.name} (no renewal within "
+                f"the {self.renew_deadline_s:g}s renew deadline)")
 
     def run(self) -> None:
         """Campaign, then renew, until stopped or the lease is lost (blocking; run it in a thread)."""
         while not self.stopped.is_set():
+            began = self._mono()  # the server records the renewal at or after this instant
             ok = self.try_acquire_or_renew()
             now = self._mono()
             if ok:
-                self._renewed_at = now
+                self._renewed_at = began
                 if not self.leader.is_set():
                     log.info("%s: became leader (lease %s/%s)", self.identity, self.ns, self.name)
                     self.leader.set()

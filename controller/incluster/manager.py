@@ -1,10 +1,18 @@
-"""The reconcile loop of ``lwsflow controller run``.
+"""The reconcile of ``lwsflow controller run``: one policy at a time, decided from the cluster alone.
 
-Level-triggered: every pass lists the RolloutPolicies and, per policy, reads its target and decides
-from what is on the cluster alone (the rollout annotations): start or resume a driver thread, adopt
-a first template as stable, and mirror the status. Watches on policies and targets only wake the
-loop early; a periodic resync covers anything a watch missed. Each target's rollout runs in its own
-thread (the engine blocks on watches), so one slow gate never holds another target.
+Level-triggered: per policy, it reads the target and decides from what is on the cluster (the rollout
+annotations): start or resume a driver thread, adopt a first template as stable, mirror the status.
+Two engines feed it (``engine``): ``informer`` (the default, ``incluster/core.py``): informer caches
+and a de-duplicating work queue, only the policies a change concerns are reconciled, from the cache;
+``legacy``: the previous loop (list every policy and GET every target each pass, watches only wake
+it), kept for ``bench/controller_scale.py``'s side-by-side figures. Each target's rollout runs in its
+own thread (the engine blocks on watches), so one slow gate never holds another target.
+
+The whole life of a policy (docs/controller.md "Lifecycle"): a deleted policy's driver is stopped and
+its writes fenced, the target held where it is (partition and rollout annotations as they are); a
+spec edited mid-rollout applies from the next rollout (the status says so with ``SpecApplied``
+False); a second policy naming an owned target gets a ``TargetOwned`` condition naming the owner and
+nothing is written to the target; a status that would not change is never written again.
 
 Superseding: when Git syncs a newer template mid-rollout, the engine sees a template that is not its
 target (planner FOREIGN), marks the rollout Aborted without writing anything else, and the next pass
@@ -31,10 +39,12 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
+from lwsflow.controller.errors import ApiError, Fenced, InvalidInput, NotFound
 from lwsflow.controller.incluster import bluegreen as bg
-from lwsflow.controller.incluster import pd_gate
+from lwsflow.controller.incluster import cache, lifecycle, pd_gate
 from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
+from lwsflow.controller.incluster.cache import Caches
+from lwsflow.controller.incluster.core import InformerLoop
 from lwsflow.controller.incluster.driver import Driver, SmokeFactory, options, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.metrics import Metrics
@@ -67,6 +77,10 @@ SETTLE_S = 1.0
 @dataclass
 class _Worker:
     thread: threading.Thread
+    stop: threading.Event  # set when the policy is deleted or the controller stops: writes fenced
+    kube: Kube  # its own view: fenced on ``stop``, counting its requests, remembering what it wrote
+    generation: int  # the policy generation the rollout runs under
+    spec: RolloutPolicySpec
     ended: float = math.inf  # time.monotonic() when its rollout returned
 
 
@@ -81,21 +95,64 @@ class Controller:
     smoke: SmokeFactory | None = None
     analysis: AnalysisFactory | None = None  # the policies' analysis hook (wired by the CLI)
     pd_probe: CompatProbe | None = None  # the policies' cross-revision P/D probe (wired by the CLI)
-    resync_s: float = 2.0
+    resync_s: float = 300.0  # informer engine: a safety net; legacy engine: the pass period
+    engine: str = "informer"  # or "legacy" (the previous list-everything loop, for the bench)
+    worker_count: int = 4  # informer engine: reconcile workers
+    stall_s: float = 120.0  # /healthz fails when a reconcile has been stuck this long (wall seconds)
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
     workers: dict[str, _Worker] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
+    # policy -> (template key, generation, time.monotonic(), why) of a partition rollout refused up front
+    refused: dict[str, tuple[str, int, float, str]] = field(default_factory=dict)
     settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
     synced: bool = False  # one full pass done (readiness)
     listed_at: float = -math.inf  # time.monotonic() of this pass's list of policies
+    series: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # policy -> its metric labels
 
     def __post_init__(self) -> None:
+        if self.leader is not None:  # every write of this replica is fenced on its leadership
+            self.kube = self.kube.view(fence=self.leader.write_fence)
         self.events = EventRecorder(self.kube, self.clock.now)
+        self.cache: Caches | None = None
+        self.loop: InformerLoop | None = None
+        self._listed: list[Obj] = []  # legacy engine: this pass's policies (for ownership)
 
     # -- loop --------------------------------------------------------------------------------------
     def run(self) -> None:
         """Reconcile until ``stop`` (blocking)."""
+        try:
+            if self.engine == "legacy":
+                self._run_legacy()
+            else:
+                self.loop = InformerLoop(self)
+                self.loop.run()
+        finally:
+            for worker in list(self.workers.values()):
+                worker.stop.set()
+
+    def healthy(self) -> bool:
+        """/healthz: False when the loop has made no progress for ``stall_s`` (the kubelet restarts
+        a hung replica)."""
+        if self.loop is not None:
+            return self.loop.healthy()
+        standby = self.leader is not None and not self.leader.is_leader()
+        return standby or not self.synced or time.monotonic() - self.listed_at < max(self.stall_s,
+                                                                                      3 * self.resync_s)
+
+    def wake_policy(self, key: str) -> None:
+        """Reconcile ``key`` soon (a driver ended, a blue-green step the route watch does not see)."""
+        if self.loop is not None:
+            self.loop.queue.add(key)
+        else:
+            self.wake.set()
+
+    def recheck_after(self, key: str, delay_s: float) -> None:
+        """Look at ``key`` again in ``delay_s`` wall seconds (a settle window, a retry window)."""
+        if self.loop is not None:
+            self.loop.queue.add_after(key, delay_s)  # the legacy loop polls anyway
+
+    def _run_legacy(self) -> None:
         for res in (ROLLOUT_POLICY, LWS, DS):
             threading.Thread(target=watch_changes, args=(self.kube, res, self.namespace, self.wake.set,
                                                         self.stop), name=f"watch-{res.plural}",
@@ -103,7 +160,7 @@ class Controller:
         while not self.stop.is_set():
             if self.leader is not None and not self.leader.is_leader():
                 self.metrics.leader.set(0)
-                self.leader.leader.wait(0.2)
+                self.stop.wait(0.2)
                 continue
             self.metrics.leader.set(1)
             self.wake.clear()
@@ -123,6 +180,11 @@ class Controller:
             log.warning("list rolloutpolicies: %s", exc)
             self.metrics.reconcile_errors.inc()
             return
+        self._listed = policies
+        keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in policies}
+        for gone in set(self.workers) | set(self.series) - keys:
+            if gone not in keys:
+                self.forget(gone)
         for p in policies:
             if self.stop.is_set() or (self.leader is not None and not self.leader.is_leader()):
                 return
@@ -135,7 +197,18 @@ class Controller:
         self.metrics.reconcile_latency.observe(time.monotonic() - t0)
 
     # -- one policy --------------------------------------------------------------------------------
-    def reconcile(self, policy: Obj) -> None:
+    def reconcile_key(self, key: str) -> None:
+        """The informer engine's reconcile of one policy key, from the cache (gone: forgotten)."""
+        assert self.cache is not None
+        ns, name = key.split("/", 1)
+        policy = self.cache.policies.get(ns, name)
+        if policy is None:
+            self.forget(key)
+            return
+        self.reconcile(policy)
+
+    def reconcile(self, policy: Obj, *, live: bool = False) -> None:
+        """``live``: read the targets from the API, not the cache."""
         meta = policy["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}"
@@ -145,37 +218,62 @@ class Controller:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(["spec", *(str(x) for x in err["loc"])])
-            self._write_status(policy, {**pstatus.derived(old), "phase": "Failed",
-                                        "message": f"{where}: {err['msg']}",
-                                        "observedGeneration": meta.get("generation", 0)})
+            self._write_once(policy, {**pstatus.derived(old), "phase": "Failed",
+                                      "message": f"{where}: {err['msg']}",
+                                      "observedGeneration": meta.get("generation", 0)})
+            return
+        self._track_series(key, spec)
+        owner = self._owner(policy)
+        if owner is not None:  # another policy owns the target: nothing is written to it
+            self._write_once(policy, lifecycle.not_owner(old, spec, owner, int(meta.get("generation", 0)),
+                                                         state.iso(self.clock.now())))
             return
         try:
-            objs = self._targets(ns, spec)
+            objs = self._targets(ns, spec, live=live)
         except (NotFound, InvalidInput) as exc:
-            self._write_status(policy, {**pstatus.derived(old), "phase": "Idle", "message": f"target: {exc}",
-                                        "observedGeneration": meta.get("generation", 0)})
+            self._write_once(policy, {**pstatus.derived(old), "phase": "Idle", "message": f"target: {exc}",
+                                      "observedGeneration": meta.get("generation", 0)})
             return
         if spec.strategy == "blue-green":
-            self._reconcile_blue_green(policy, spec, objs)
+            if self._caught_up(key, policy, spec, objs):
+                self._reconcile_blue_green(policy, spec, objs, live)
             return
         obj = objs[0]
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
+        if not self._caught_up(key, policy, spec, objs):
+            return  # the cache has not seen the last rollout's last writes: their events re-enqueue us
         if self._idle(key):
             retry = self._decide(policy, spec, objs)
-            if retry is not None and not (probed and pd_gate.holds(old, objs, gen, self.clock.now())) \
+            held = probed and pd_gate.holds(old, objs, gen, self.clock.now())
+            if held and held.get("verdict") == pd_gate.NOT_RUN:
+                self.recheck_after(key, 30.0)  # its retry window is cluster time: look again now and then
+            why = self._refusal(key, objs, gen)
+            if retry is not None and not held and why is None \
                     and not (probed and self._unsettled_fresh(key, objs)):
                 self._start_worker(key, policy, spec, objs, retry)
+            if self.cache is not None:  # an adoption just stored its answer in the cache
+                objs = self._targets(ns, spec)
+                obj = objs[0]
+        running = self.workers.get(key)
+        if running is not None and running.thread.is_alive():  # the rollout's own spec and generation
+            spec, gen = running.spec, running.generation
         new = pstatus.compute(spec, obj, gen, old, state.iso(self.clock.now()), others=objs[1:])
         if probed:  # a refused (held) template or a probe in flight shows on the status
             new = pd_gate.overlay(new, old, objs, gen, self.clock.now())
         self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
             new["currentStage"])
+        new = lifecycle.spec_applied(new, old, int(meta.get("generation", 0)), gen,
+                                     state.iso(self.clock.now()))
+        why = self._refusal(key, objs, gen)
+        if why is not None and not state.any_active(objs):
+            new = lifecycle.refused(new, old, why, state.iso(self.clock.now()))
         if not pstatus.same(old, new):
             if not pd_gate.overlaid(new):  # the probe announced its own verdict (pd_gate.recorder)
                 self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
 
-    def _reconcile_blue_green(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> None:
+    def _reconcile_blue_green(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
+                              live: bool) -> None:
         meta = policy["metadata"]
         ns, name, key = meta["namespace"], meta["name"], f"{meta['namespace']}/{meta['name']}"
         old: Obj = policy.get("status") or {}
@@ -186,11 +284,16 @@ class Controller:
                 if not st.active and self._adopt_first_sight(spec, obj, state.RolloutState.from_object(obj)):
                     adopted = True
             if adopted:
-                objs = self._targets(ns, spec)
+                objs = self._targets(ns, spec, live=True)
             retry = bg.decide(policy, objs, st)
             if retry is None:
                 self.refusals.pop(key, None)  # nothing to roll (any more)
             elif st.active or self._settled(key, bg.pair_hash(objs)):
+                if self.cache is not None and not live:  # a second pair is made: act on the API's copies
+                    objs = self._targets(ns, spec, live=True)
+                    retry = bg.decide(policy, objs, st)
+                    if retry is None:
+                        return
                 self._start_blue_green(key, policy, spec, objs, st, retry)
         new = bgstatus.compute(spec, st, route, objs, int(meta.get("generation", 0)), old,
                                state.iso(self.clock.now()))
@@ -214,9 +317,40 @@ class Controller:
         if worker.thread.is_alive():
             return False
         del self.workers[key]
-        if worker.ended >= self.listed_at:
+        if self.cache is None and worker.ended >= self.listed_at:
             self.wake.set()
             return False
+        return True
+
+    def _refusal(self, key: str, objs: list[Obj], generation: int) -> str | None:
+        """Why this policy's rollout of these templates was refused up front, while that holds (the
+        same templates and generation, within REFUSAL_RETRY_S); None: nothing holds it."""
+        rec = self.refused.get(key)
+        if rec is None:
+            return None
+        tkey, gen, at, why = rec
+        left = lifecycle.REFUSAL_RETRY_S - (time.monotonic() - at)
+        if tkey != pd_gate.template_key(objs) or gen != generation or left <= 0:
+            del self.refused[key]
+            return None
+        self.recheck_after(key, left)
+        return why
+
+    def _caught_up(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool:
+        """Whether the cached policy and targets are at least as new as the last writes of this policy's
+        ended rollout (read-your-writes: a decision on an older copy could start a finished rollout
+        again or probe a pair twice)."""
+        worker = self.workers.get(key)
+        if self.cache is None or worker is None or worker.thread.is_alive() or not worker.kube.written:
+            return True
+        res = LWS if spec.targetRef.kind == "LeaderWorkerSetPair" else resource_of(spec.targetRef.kind)
+        seen = [(ROLLOUT_POLICY, policy), *((res, o) for o in objs)]
+        for r, o in seen:
+            meta = o["metadata"]
+            wrote = worker.kube.written.get(r.path(meta.get("namespace"), meta["name"]), "")
+            have = str(meta.get("resourceVersion") or "")
+            if wrote.isdigit() and have.isdigit() and int(have) < int(wrote):
+                return False
         return True
 
     def _unsettled_fresh(self, key: str, objs: list[Obj]) -> bool:
@@ -230,23 +364,34 @@ class Controller:
         seen = self.settling.get(key)
         if seen is None or seen[0] != pair_hash:
             self.settling[key] = (pair_hash, time.monotonic())
+            self.recheck_after(key, SETTLE_S)
             return False
-        return time.monotonic() - seen[1] >= SETTLE_S
+        if time.monotonic() - seen[1] < SETTLE_S:
+            self.recheck_after(key, SETTLE_S - (time.monotonic() - seen[1]))
+            return False
+        return True
 
     def _start_blue_green(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                           st: BlueGreenState, retry: bool) -> None:
         ns, pair = policy["metadata"]["namespace"], spec.targetRef.name
-        analysis = self._analysis_hook(policy, spec, rollout_id=bg.rollout_id(self.kube, ns, pair))
-        opts = options(spec, retry=retry, smoke=self.smoke, on_check=self._count_check, analysis=analysis)
-        rollout = BlueGreenRollout(self.kube, ns, pair, opts, self.clock,
-                                   weights=[s.weight or 0 for s in spec.stages],
-                                   manifests=bg.green_manifests(objs, st), fold_back=True,
-                                   log=lambda m: log.info("%s: %s", key, m.strip()),
-                                   on_step=lambda _step: self.wake.set())  # the route is not watched
-        self._spawn(key, rollout.run)
 
-    def _targets(self, ns: str, spec: RolloutPolicySpec) -> list[Obj]:
+        def make(kube: Kube, _stop: threading.Event) -> Callable[[], Outcome | None]:
+            analysis = self._analysis_hook(policy, spec, rollout_id=bg.rollout_id(kube, ns, pair),
+                                           kube=kube)
+            opts = options(spec, retry=retry, smoke=self.smoke, on_check=self._count_check, analysis=analysis)
+            return BlueGreenRollout(kube, ns, pair, opts, self.clock,  # the route is not watched: on_step
+                                    weights=[s.weight or 0 for s in spec.stages],
+                                    manifests=bg.green_manifests(objs, st), fold_back=True,
+                                    log=lambda m: log.info("%s: %s", key, m.strip()),
+                                    on_step=lambda _step: self.wake_policy(key)).run
+        self._spawn(key, policy, spec, make)
+
+    def _targets(self, ns: str, spec: RolloutPolicySpec, *, live: bool = False) -> list[Obj]:
+        """The target's objects (a pair: decode first, it carries the promotion marks): from the cache,
+        or with ``live`` (and in the legacy engine) from the API."""
         ref = spec.targetRef
+        if self.cache is not None and not live:
+            return self.cache.targets(ref.kind, ns, ref.name)
         if ref.kind == "LeaderWorkerSetPair":
             pair = find_pair(self.kube, ns, ref.name)
             return [pair["decode"], pair["prefill"]]  # decode first: it carries the promotion marks
@@ -294,15 +439,16 @@ class Controller:
     def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:
         meta = obj["metadata"]
         res = resource_of(spec.targetRef.kind) if spec.targetRef.kind != "LeaderWorkerSetPair" else LWS
-        self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
+        out = self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
             "resourceVersion": meta["resourceVersion"],
             "annotations": {LAST_GOOD: state.pack(state.template_of(obj))}}}, field_manager=L.FIELD_MANAGER)
+        if self.cache is not None:  # the status computed next reads the adopted copy
+            (self.cache.ds if res == DS else self.cache.lws).store(out)
         log.info("%s/%s: adopted the running template as stable", meta["namespace"], meta["name"])
 
     def _start_worker(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                       retry: bool) -> None:
         ns = policy["metadata"]["namespace"]
-        analysis = self._analysis_hook(policy, spec)
 
         def on_gate(stage: int, waited: float) -> None:
             self.metrics.gate_wait.labels(gate="manual").observe(waited)
@@ -312,28 +458,42 @@ class Controller:
                 self.notifier.send(ns, spec.notifications.webhooks if spec.notifications else [],
                                    f"[lwsflow {policy['metadata']['name']}] {text}")
 
-        driver = Driver(self.kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=self.stop,
-                        on_gate=on_gate, on_check=self._count_check, analysis=analysis,
-                        pd_probe=self.pd_probe,
-                        on_probe=pd_gate.recorder(self.kube, self.events, policy, notify),
-                        generation=int(policy["metadata"].get("generation", 0)),
-                        probed=(policy.get("status") or {}).get("pdProbe"))
-        self._spawn(key, driver.run)
+        hold = (pd_gate.template_key(objs), int(policy["metadata"].get("generation", 0)))
+
+        def make(kube: Kube, stop: threading.Event) -> Callable[[], Outcome | None]:
+            return Driver(kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=stop,
+                          on_gate=on_gate, on_check=self._count_check,
+                          analysis=self._analysis_hook(policy, spec, kube=kube), pd_probe=self.pd_probe,
+                          on_probe=pd_gate.recorder(kube, self.events, policy, notify),
+                          generation=int(policy["metadata"].get("generation", 0)),
+                          probed=(policy.get("status") or {}).get("pdProbe"),
+                          waiter=self.loop.wait_target if self.loop is not None else None).run
+        self._spawn(key, policy, spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
-                       rollout_id: Callable[[HookContext], str] | None = None) -> Hook | None:
+                       rollout_id: Callable[[HookContext], str] | None = None, *,
+                       kube: Kube | None = None) -> Hook | None:
         """The policy's analysis as a stage hook recording into its status (None: no analysis)."""
         if spec.analysis is None or self.analysis is None:
             return None
-        rec = AnalysisRecorder(self.kube, self.events, policy, spec.analysis, self.clock.now,
+        rec = AnalysisRecorder(kube or self.kube, self.events, policy, spec.analysis, self.clock.now,
                                rollout_id=rollout_id)
         return recorded_hook(self.analysis, rec)
 
     def _count_check(self, detail: str, ok: bool) -> None:
         self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
-    def _spawn(self, key: str, run: Callable[[], Outcome | None]) -> None:
-        """Run one rollout on its own thread, its outcome counted and logged."""
+    def _spawn(self, key: str, policy: Obj, spec: RolloutPolicySpec,
+               make: Callable[[Kube, threading.Event], Callable[[], Outcome | None]], *,
+               hold: tuple[str, int] | None = None) -> None:
+        """Run one rollout on its own thread, its outcome counted and logged. The rollout gets its own
+        view of the connection: its own request counter (its report counts its requests) and a fence
+        that refuses its writes once it is stopped (its policy deleted, the controller stopping)."""
+        stop = threading.Event()
+        kube = self.kube.view(fence=lambda: "the rollout was stopped (policy deleted or controller "
+                                            "stopping)" if stop.is_set() else None)
+        run = make(kube, stop)
+
         def work() -> None:
             try:
                 out = run()
@@ -341,30 +501,77 @@ class Controller:
                     self.metrics.rollouts.labels(outcome=out.result).inc()
                     self.metrics.record_report(out.report)
                     log.info("%s: %s", key, out.message)
+            except Fenced as exc:  # stopped, or no longer provably the leader: held where it is
+                log.info("%s: rollout stopped: %s", key, exc)
             except ApiError as exc:  # e.g. 403 from RBAC: one line; the next pass tries again
                 log.warning("%s: rollout: %s", key, exc)
                 self.metrics.reconcile_errors.inc()
             except InvalidInput as exc:  # e.g. no room for a green pair: shown in the status, retried
                 log.warning("%s: rollout refused: %s", key, exc)
                 self.refusals[key] = str(exc)
+                if hold is not None:  # held until the templates or the policy change, or the retry window
+                    self.refused[key] = (*hold, time.monotonic(), str(exc))
                 self.metrics.reconcile_errors.inc()
             except Exception:  # a driver's crash must not take the controller down; the state is safe
                 log.exception("%s: rollout driver failed", key)
                 self.metrics.reconcile_errors.inc()
             finally:
                 worker.ended = time.monotonic()
-                self.wake.set()
+                self.wake_policy(key)
 
         t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
-        worker = self.workers[key] = _Worker(t)
+        gen = int(policy["metadata"].get("generation", 0))
+        worker = self.workers[key] = _Worker(t, stop, kube, gen, spec)
         t.start()
 
+    # -- the life of a policy ----------------------------------------------------------------------
+    def forget(self, key: str) -> None:
+        """A deleted policy: stop its rollout (its writes fenced from now on; the target is held where
+        it is) and drop its metric series and memory."""
+        worker = self.workers.pop(key, None)
+        if worker is not None and worker.thread.is_alive():
+            worker.stop.set()
+            log.info("%s: policy deleted; its rollout is stopped and the target held where it is", key)
+        labels = self.series.pop(key, None)
+        if labels is not None:
+            self.metrics.forget(*labels)
+        self.refusals.pop(key, None)
+        self.refused.pop(key, None)
+        self.settling.pop(key, None)
+
+    def _track_series(self, key: str, spec: RolloutPolicySpec) -> None:
+        ns, name = key.split("/", 1)
+        labels = (ns, name, spec.targetRef.name)
+        before = self.series.get(key)
+        if before is not None and before != labels:  # retargeted: the old series goes
+            self.metrics.forget(*before)
+        self.series[key] = labels
+
+    def _owner(self, policy: Obj) -> Obj | None:
+        """The policy owning this one's target when it is another (the oldest naming it), else None."""
+        if self.cache is not None:
+            rivals = self.cache.rivals(policy)
+        else:
+            target = cache.target_of(policy)
+            rivals = [p for p in self._listed if cache.target_of(p) == target
+                      and cache.policy_key(p) != cache.policy_key(policy)]
+        older = [p for p in rivals if cache.owner_order(p) < cache.owner_order(policy)]
+        return min(older, key=cache.owner_order) if older else None
+
     # -- status, events, notifications -------------------------------------------------------------
+    def _write_once(self, policy: Obj, status: Obj) -> None:
+        """Write a status unless it is what the policy already shows (an orphaned or invalid policy
+        is written once, not on every pass)."""
+        if not pstatus.same(policy.get("status") or {}, status):
+            self._write_status(policy, status)
+
     def _write_status(self, policy: Obj, status: Obj) -> None:
         meta = policy["metadata"]
-        self.kube.merge_patch(ROLLOUT_POLICY, meta["namespace"], meta["name"], {"status": status},
-                              field_manager=L.FIELD_MANAGER, subresource="status")
+        out = self.kube.merge_patch(ROLLOUT_POLICY, meta["namespace"], meta["name"], {"status": status},
+                                    field_manager=L.FIELD_MANAGER, subresource="status")
         policy["status"] = status
+        if self.cache is not None:  # the next reconcile must not act on the status this replaced
+            self.cache.policies.store(out)
 
     def _transitions(self, policy: Obj, spec: RolloutPolicySpec, old: Obj, new: Obj) -> None:
         """Events and notifications for what changed (derived from the persisted status, so a new

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +37,11 @@ class Metrics:
         self.reconcile_latency = Histogram("lwsflow_reconcile_duration_seconds",
                                            "Wall seconds one reconcile pass took", registry=r)
         self.leader = Gauge("lwsflow_leader", "1 while this replica holds the lease", registry=r)
+
+    def forget(self, namespace: str, policy: str, target: str) -> None:
+        """Drop a deleted policy's series (a scrape must not show a policy that is gone)."""
+        with contextlib.suppress(KeyError):  # never set (e.g. an invalid policy)
+            self.stage.remove(namespace, policy, target)
 
     def record_report(self, report: RolloutReport) -> None:
         """Gate-wait and bake figures of a finished rollout (checks are counted as they run)."""

@@ -8,10 +8,20 @@ Retries: 429 and 5xx (and dropped connections) are retried with exponential back
 jitter, never shorter than the server's ``Retry-After``; the number of attempts is bounded. 409
 Conflict is not retried here (a blind retry would overwrite someone's change): callers re-read and
 retry through :meth:`Kube.read_modify_write`.
+
+Every request has a timeout (``timeout_s``; a watch gets its own server-side timeout plus a margin),
+and requests other than watches take a token from a QPS/burst bucket shared by every view.
+
+Views (:meth:`Kube.view`): the same connection with its own request counter (per rollout, so a
+rollout's report counts its own requests, not a delta of a process-wide counter) and optional write
+fences: a fence that returns a reason refuses a write before it is sent (``Fenced``). The
+controller fences every write on its leadership (``incluster/leader.py``) and a rollout's writes on
+its policy still existing.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -31,11 +41,13 @@ from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import (
     ApiError,
     Conflict,
+    Fenced,
     InvalidInput,
     ServerError,
     TooManyRequests,
     api_error_for,
 )
+from lwsflow.controller.kube.ratelimit import TokenBucket
 from lwsflow.controller.kube.resources import Resource
 from lwsflow.controller.kube.unreachable import unreachable
 
@@ -47,6 +59,8 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 RETRYABLE = (TooManyRequests, ServerError)
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+Fence = Callable[[], str | None]  # a reason to refuse writes now, or None
 
 
 def translate(exc: ApiException) -> ApiError:
@@ -84,8 +98,13 @@ class Kube:
 
     def __init__(self, api_client: kclient.ApiClient, *, attempts: int = 8, base_delay: float = 0.05,
                  max_delay: float = 5.0, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, timeout_s: float = 30.0,
+                 qps: float = 50.0, burst: int = 100) -> None:
         self.api = api_client
+        self.timeout_s = timeout_s
+        self.limiter = TokenBucket(qps, burst)  # wall time: not the injected retry `sleep`
+        self.fences: tuple[Fence, ...] = ()
+        self.written: dict[str, str] | None = None  # a view's: object path -> resourceVersion we wrote
         self.attempts = attempts
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -93,6 +112,7 @@ class Kube:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()  # verb -> count, including retried attempts
+        self._counters: tuple[Counter[str], ...] = (self.requests,)  # this view's and its parents'
         self.retries = 0
         # where requests go, and which config said so: the text of a transport failure
         self.source = "kubeconfig: (given in code)"
@@ -124,6 +144,25 @@ class Kube:
         with self._lock:
             return sum(self.requests.values())
 
+    def view(self, fence: Fence | None = None) -> Kube:
+        """This connection with its own request counter (its requests still count in this one's) and,
+        given ``fence``, one more condition on every write."""
+        out = copy.copy(self)
+        out.requests = Counter()
+        out._counters = (*self._counters, out.requests)
+        out.written = {}
+        if fence is not None:
+            out.fences = (*self.fences, fence)
+        return out
+
+    def fenced(self) -> str | None:
+        """Why a write would be refused now (None: it would be sent)."""
+        for fence in self.fences:
+            why = fence()
+            if why:
+                return why
+        return None
+
     # -- raw request -------------------------------------------------------------------------------
     def request(self, method: str, path: str, *, body: Any = None, query: Obj | None = None,
                 content_type: str = "application/json", preload: bool = True,
@@ -133,13 +172,18 @@ class Kube:
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         verb = "watch" if (query or {}).get("watch") else method.lower()
         for attempt in range(1, self.attempts + 1):
+            if method in WRITES and (why := self.fenced()):  # checked before every attempt
+                raise Fenced(f"{method} {path} not sent: {why}")
+            if verb != "watch":
+                self.limiter.take()
             with self._lock:
-                self.requests[verb] += 1
+                for counter in self._counters:
+                    counter[verb] += 1
             try:
                 resp = self.api.call_api(
                     path, method, query_params=params, header_params=dict(headers), body=body,
                     auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True,
-                    _request_timeout=_client_timeout(timeout))
+                    _request_timeout=_client_timeout(timeout if timeout is not None else self.timeout_s))
             except ApiException as exc:
                 err, cause = translate(exc), exc
                 if not exc.status:  # TLS failure, reported by the client as status 0
@@ -153,11 +197,22 @@ class Kube:
                     data = resp.data
                 finally:
                     resp.release_conn()
-                return json.loads(data) if data else {}
+                doc = json.loads(data) if data else {}
+                if self.written is not None and method in WRITES and isinstance(doc, dict):
+                    self._wrote(path, doc)
+                return doc
             if not isinstance(err, RETRYABLE) or attempt == self.attempts:
                 raise err from cause
             self._backoff(attempt, err)
         raise AssertionError("unreachable")
+
+    def _wrote(self, path: str, doc: Obj) -> None:
+        """Remember the resourceVersion our write produced (a cache older than it has not seen it)."""
+        rv = (doc.get("metadata") or {}).get("resourceVersion") if doc.get("kind") != "Status" else None
+        written = self.written
+        if rv and written is not None:
+            with self._lock:
+                written[path.removesuffix("/status").removesuffix("/scale")] = str(rv)
 
     def _backoff(self, attempt: int, err: ApiError) -> None:
         # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After.

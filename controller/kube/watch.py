@@ -27,7 +27,7 @@ from lwsflow.controller.kube.resources import Resource
 log = logging.getLogger("lwsflow.kube.watch")
 
 
-def _stream(kube: Kube, res: Resource, namespace: str | None, *, resource_version: str,
+def stream(kube: Kube, res: Resource, namespace: str | None, *, resource_version: str,
             timeout_s: int, field_selector: str = "", label_selector: str = "") -> Iterator[Obj]:
     """One watch request as raw events ``{"type", "object"}`` (the official Watch decoder)."""
     def call(**kw: Any) -> Any:  # no docstring on purpose: Watch then yields plain dicts
@@ -60,7 +60,7 @@ def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget:
         timeout = max(1, min(chunk_s, int(left + 0.999)))
         opened = time.monotonic()
         try:
-            for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=timeout,
+            for ev in stream(kube, res, namespace, resource_version=rv, timeout_s=timeout,
                               field_selector=selector):
                 etype, o = ev.get("type"), ev.get("raw_object") or ev.get("object")
                 if etype == "BOOKMARK" and isinstance(o, dict):
@@ -98,7 +98,7 @@ def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: C
                 _items, rv = kube.list(res, namespace)
                 on_change()
                 pause = 1.0
-            for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
+            for ev in stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
                 o = ev.get("raw_object") or ev.get("object")
                 if isinstance(o, dict):
                     rv = (o.get("metadata") or {}).get("resourceVersion") or rv

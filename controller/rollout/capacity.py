@@ -197,6 +197,14 @@ def free_gpus(nodes: list[Obj], pods: list[Obj]) -> dict[str, int]:
     return free
 
 
+def gpus_requested(obj: Obj) -> int:
+    """GPUs one group of ``obj`` asks for (an LWS; a DS: summed over its roles). 0: nothing to place, so
+    a capacity check needs no read of the cluster."""
+    roles = [r for r in (obj.get("spec") or {}).get("roles") or [] if isinstance(r, dict)]
+    owners = roles or [obj]
+    return sum(_gpu(spec) for owner in owners for spec in group_pod_specs(owner))
+
+
 def group_pod_specs(lws_spec_owner: Obj) -> list[Obj]:
     """The pod specs of one group: the leader (leaderTemplate or workerTemplate) then the workers.
 

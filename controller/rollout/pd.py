@@ -68,6 +68,11 @@ def _switching(obj: Obj) -> bool:
 def find_pair(kube: Kube, namespace: str, pair: str) -> dict[str, Obj]:
     """The pair's two LWS by ``lwsflow.io/pd-pair=<pair>`` and their ``lwsflow.io/role`` label."""
     items, _ = kube.list(LWS, namespace, label_selector=f"{L.PD_PAIR}={pair}")
+    return pair_of(items, namespace, pair)
+
+
+def pair_of(items: list[Obj], namespace: str, pair: str) -> dict[str, Obj]:
+    """The pair's two LWS among ``items`` (those labelled ``lwsflow.io/pd-pair=<pair>``), by role."""
     out = {((o["metadata"].get("labels") or {}).get(L.ROLE) or ""): o for o in items}
     if set(ROLES) - out.keys():
         raise InvalidInput(f"pair {namespace}/{pair}: need one LWS labelled {L.ROLE}=prefill and one "

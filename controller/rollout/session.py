@@ -153,6 +153,35 @@ def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | N
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
 
+def capacity_preflight(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], *, auto_budget: bool,
+                       log: Callable[[str], None] = lambda _m: None,
+                       skip_gpu_free: bool = False) -> dict[str, Obj]:
+    """The capacity check before a fresh rollout, one path for ``lwsflow rollout`` and the in-cluster
+    controller: per object (``objs``: {"": obj}, or a pair's {role: obj}), those with no rollout in
+    progress are checked against the node pool; returns the objects to roll (with ``auto_budget``'s
+    choice where it changed the budget), or raises InvalidInput naming what does not fit.
+    ``skip_gpu_free``: a template that asks for no GPUs cannot be refused, so it is not checked (the
+    controller, starting many rollouts at once, then sends no LIST of the cluster's nodes and pods)."""
+    out: dict[str, Obj] = {}
+    for role, obj in objs.items():
+        if state.RolloutState.from_object(obj).active:  # resumed: its capacity was checked at its start
+            out[role] = obj
+            continue
+        if skip_gpu_free and capacity.gpus_requested(obj) == 0:
+            out[role] = obj
+            continue
+        check = check_ds_capacity if kind == "ds" else check_capacity
+        checked, msg = check(kube, obj, auto_budget, namespace)
+        log(f"capacity {role}: {msg}" if role else f"capacity: {msg}")
+        out[role] = checked
+    return out
+
+
+def engine_for(kind: str) -> Callable[..., Rollout]:
+    """The partition executor of a target kind (``lws``, ``ds``; a pair's roles are LWS)."""
+    return ds_rollout if kind == "ds" else Rollout
+
+
 def _refuse_other_manifest(live: Obj, doc: Obj | None) -> None:
     """A rollout in progress is resumed, never silently swapped for another manifest."""
     st = state.RolloutState.from_object(live)
@@ -178,6 +207,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         strategy: str = "partition", weights: list[int] | None = None) -> Outcome:
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
     check_strategy(strategy, target)
+    kube = kube.view()  # this rollout's own request counter: its report counts its requests only
     docs = load_manifests(manifest, target) if manifest else {}
     if strategy != "blue-green":
         bg = blue_green_state(kube, target)
@@ -203,13 +233,11 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         fresh = not state.any_active(live[r] for r in ROLES)
         if fresh and opts.pd_probe is not None:  # before anything mixes revisions (pd_guard.py)
             opts, switched = guard_pair(kube, clock, target.namespace, target.name, opts, docs, live, log)
-        for role in ROLES:
-            if not switched and not state.RolloutState.from_object(live[role]).active:
-                role_doc = docs.get(role) or live[role]
-                checked, msg = check_capacity(kube, role_doc, auto_budget, target.namespace)
-                log(f"capacity {role}: {msg}")
-                if checked is not role_doc:
-                    docs[role] = checked
+        if not switched:
+            current = {r: docs.get(r) or live[r] for r in ROLES}
+            checked = capacity_preflight(kube, "pair", target.namespace, current, auto_budget=auto_budget,
+                                         log=log)
+            docs.update({r: o for r, o in checked.items() if o is not current[r]})
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
     ds = target.kind == "ds"
@@ -223,17 +251,16 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         doc, switched = guard_ds(kube, clock, target.namespace, target.name, opts, doc, live, log)
     if not switched and not state.RolloutState.from_object(live).active:
         current = doc or live
-        checked, msg = (check_ds_capacity if ds else check_capacity)(
-            kube, current, auto_budget, target.namespace)
-        log(f"capacity: {msg}")
+        checked = capacity_preflight(kube, target.kind, target.namespace, {"": current},
+                                     auto_budget=auto_budget, log=log)[""]
         if checked is not current:
             if doc is None:  # GitOps: the budget has to change on the live object (and in Git)
                 kube.merge_patch(target.resource, target.namespace, target.name,
                                  _budget_patch(live, checked, ds), field_manager=L.FIELD_MANAGER)
             else:
                 doc = checked
-    return (ds_rollout if ds else Rollout)(kube, target.namespace, target.name, opts, clock,
-                                           manifest=doc, on_step=on_step).run()
+    return engine_for(target.kind)(kube, target.namespace, target.name, opts, clock,
+                                   manifest=doc, on_step=on_step).run()
 
 
 def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:

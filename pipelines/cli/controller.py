@@ -3,9 +3,12 @@
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
         [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
         [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local]
+        [--resync 5m] [--workers 4] [--kube-qps 200] [--kube-burst 400]
 
-Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts; a replica
-that loses the lease exits (its Deployment restarts it as a standby).
+Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts, and every
+write is fenced on the renew deadline; a replica that loses the lease exits (its Deployment
+restarts it as a standby). ``/healthz`` fails while a reconcile makes no progress. The hidden
+``--engine legacy`` runs the previous list-everything loop (``bench/controller_scale.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +62,14 @@ def run(
     health_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /healthz and /readyz")]
     = "127.0.0.1:8081",
     kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
-    resync: Annotated[str, typer.Option(help="full reconcile at least this often")] = "2s",
+    resync: Annotated[str, typer.Option(help="safety-net full reconcile this often (events drive the rest)")]
+    = "5m",
+    workers: Annotated[int, typer.Option(help="reconcile workers (policies reconciled at once)", min=1)] = 4,
+    kube_qps: Annotated[float, typer.Option(help="client-side limit on API requests per second (watches "
+                                            "apart)", min=1)] = 200.0,
+    kube_burst: Annotated[int, typer.Option(help="requests allowed at once above --kube-qps", min=1)] = 400,
+    engine: Annotated[str, typer.Option(hidden=True, help="informer, or legacy (the previous loop: "
+                                        "bench/controller_scale.py compares them)")] = "informer",
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
                                                     "'local' to run one here that scrapes the watched pods")]
     = None,
@@ -80,19 +90,24 @@ def run(
     lease_s, resync_s = parse_duration(lease_duration, "lease-duration"), parse_duration(resync, "resync")
     if lease_s < 3:
         raise InvalidInput("must be at least 3s", field="lease-duration")
+    if engine not in ("informer", "legacy"):
+        raise InvalidInput(f"{engine!r}: want informer or legacy", field="engine")
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")
     _configure_logging()
-    kube = Kube.connect(kubeconfig)
+    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    kube = Kube.connect(kubeconfig, qps=kube_qps, burst=kube_burst)
+    kube.api.user_agent = f"lwsflow-controller/{identity}"  # the API server's audit names the replica
     clock = session.clock_for(kube)
     metrics = Metrics()
-    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
 
     def lost() -> None:  # never keep acting without the lease: exit, the restart is a standby
         print(f"lwsflow controller {identity}: leader election lost; exiting", file=sys.stderr, flush=True)
         os._exit(1)
 
-    leader = LeaderElector(kube, lease_namespace, lease_name, identity, lease_duration_s=lease_s,
+    lease_kube = Kube.connect(kubeconfig)  # its own connection: renewals never queue behind rollouts
+    lease_kube.api.user_agent = kube.api.user_agent
+    leader = LeaderElector(lease_kube, lease_namespace, lease_name, identity, lease_duration_s=lease_s,
                            renew_deadline_s=lease_s * 2 / 3, retry_period_s=lease_s / 5,
                            on_lost=lost) if leader_elect else None
     watched = None if all_namespaces else (namespace or "default")
@@ -101,10 +116,10 @@ def run(
                      leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
                      analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
                      pd_probe=_pd_probe(kube),
-                     resync_s=resync_s, stop=stop)
-    mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=lambda: True).start()
+                     resync_s=resync_s, stop=stop, engine=engine, worker_count=workers)
+    mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
     hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
-                                                         healthy=lambda: True).start()
+                                                         healthy=ctl.healthy).start()
     print(f"lwsflow controller {identity}: metrics http://127.0.0.1:{mep.port}/metrics, health "
           f"http://127.0.0.1:{hep.port}/healthz; watching "
           f"{'all namespaces' if ctl.namespace is None else ctl.namespace}"

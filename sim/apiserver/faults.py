@@ -4,12 +4,18 @@ A fraction of requests is answered 500, 503 or 429 (with ``Retry-After``) before
 a fraction of writes answers 409 Conflict; watch streams are cut after random wall-clock intervals;
 a watch that resumes from a resourceVersion can be forced to 410 Gone so the client must relist.
 Every decision comes from one ``random.Random(seed)`` under a lock, so a campaign is repeatable.
+
+``request_hook`` is the general hook for what rates cannot say: it sees every resource request
+(verb, path, the authenticated user, the client's User-Agent) before it is served, in the request's
+own thread, so it can record who wrote what and when, or sleep to delay one client's requests (a
+leader whose Lease renewals hang).
 """
 
 from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lwsflow.controller.errors import (
@@ -21,6 +27,19 @@ from lwsflow.controller.errors import (
 )
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """One resource request as ``ApiFaults.request_hook`` sees it (before it is served)."""
+
+    verb: str  # the RBAC verb: get, list, watch, create, patch, update, delete, ...
+    path: str
+    resource: str  # plural, with "/subresource" when there is one
+    namespace: str
+    name: str
+    user: str  # the authenticated (or impersonated) user name
+    user_agent: str
 
 
 @dataclass
@@ -37,6 +56,7 @@ class ApiFaults:
     gone_on_first_resumes: int = 0  # the first N resumed watches are answered 410 whatever the rate
     exempt_paths: tuple[str, ...] = ("/healthz", "/readyz", "/livez", "/version", "/lwsflow/v1/clock")
     injected: dict[int, int] = field(default_factory=dict)  # status -> count, for tests and reports
+    request_hook: Callable[[RequestInfo], None] | None = None  # sees (may delay) every resource request
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)

@@ -31,7 +31,7 @@ from lwsflow.controller.errors import (
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import discovery, openapi, openapi_v2, tables
 from lwsflow.sim.apiserver.auth import Authenticator
-from lwsflow.sim.apiserver.faults import ApiFaults
+from lwsflow.sim.apiserver.faults import ApiFaults, RequestInfo
 from lwsflow.sim.apiserver.rbac import Attributes, User, authorize, forbidden_error, impersonate
 from lwsflow.sim.apiserver.resources import Resources, WriteOptions, decode_body
 from lwsflow.sim.apiserver.routing import Route, parse_resource_path
@@ -233,6 +233,11 @@ class _Handler(BaseHTTPRequestHandler):
                 api.log((verb, t.group, t.plural, route.subresource, route.namespace, route.name))
                 if not user.is_admin:
                     self._authorize(user, verb, route)
+                if api.faults.request_hook is not None:
+                    api.faults.request_hook(RequestInfo(
+                        verb, url.path, f"{t.plural}/{route.subresource}" if route.subresource else t.plural,
+                        route.namespace or "", route.name or "", user.name,
+                        str(self.headers.get("User-Agent") or "")))
                 fault = api.faults.request_fault(verb, url.path)
                 if fault is not None:
                     raise fault

@@ -100,7 +100,7 @@ def images(env: Env) -> set[str]:
 def controller(env: Env, **kw: Any) -> Any:
     from lwsflow.controller.incluster.manager import Controller
 
-    return Controller(env.kube, session.clock_for(env.kube), namespace=NS, resync_s=0.5, **kw)
+    return Controller(env.kube, session.clock_for(env.kube), namespace=NS, **kw)
 
 
 def test_synced_template_runs_green_shifts_weights_and_folds_back_into_the_git_pair(env: Env) -> None:

@@ -27,7 +27,7 @@ from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
 
 def _controller(env: Env, **kw: object) -> Controller:
-    return Controller(env.kube, env.clock(), namespace=NS, resync_s=0.5, **kw)  # type: ignore[arg-type]
+    return Controller(env.kube, env.clock(), namespace=NS, **kw)  # type: ignore[arg-type]
 
 
 def _events(env: Env, kind: str, name: str) -> list[str]:
@@ -73,7 +73,7 @@ def test_manual_gate_waits_for_promote(env: Env) -> None:
     """``pause: {}`` before stage 2: the partition stays at stage 1's until `kubectl lwsflow promote`."""
     env.create_ready(lws_manifest("g", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("pg", "g", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
-    with running(Controller(env.kube, env.clock(), namespace=None, resync_s=0.5)):  # --all-namespaces
+    with running(Controller(env.kube, env.clock(), namespace=None)):  # --all-namespaces
         wait_policy(env, "pg", lambda s: bool(s.get("stableRevision")))
         sync(env, "g", "vllm:2")
         p = wait_policy(env, "pg", lambda s: s.get("phase") == "WaitingForPromotion")

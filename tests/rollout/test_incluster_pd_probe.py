@@ -113,7 +113,7 @@ def test_incompatible_sync_is_refused_held_then_a_compatible_one_rolls(env: Env,
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
     api.start()
     kube = Kube.connect(str(api.write_kubeconfig(tmp_path / "controller.kubeconfig")))
-    ctl = Controller(kube, session.clock_for(kube), namespace=NS, resync_s=0.5, pd_probe=pd_probe(kube))
+    ctl = Controller(kube, session.clock_for(kube), namespace=NS, pd_probe=pd_probe(kube))
     try:
         with running(ctl):
             wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
@@ -167,7 +167,7 @@ def test_all_at_once_moves_each_role_in_one_step(env: Env) -> None:
     stage (no partition between replicas and 0), both lowered before either role's stage passes."""
     _pair(env)
     _policy(env, onIncompatible="all-at-once")
-    with running(Controller(env.kube, env.clock(), namespace=NS, resync_s=0.5, pd_probe=pd_probe(env.kube))):
+    with running(Controller(env.kube, env.clock(), namespace=NS, pd_probe=pd_probe(env.kube))):
         wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
         _sync_pair(env, NEW_LAYOUT)
         p = wait_policy(env, "pp", lambda s: s.get("phase") == "Succeeded", timeout=120)
@@ -195,7 +195,7 @@ def test_a_controller_without_the_probe_wired_holds_the_template(env: Env) -> No
         env.create_ready(lws_manifest(f"chat-{role}", replicas=n, size=1, labels={L.PD_PAIR: "chat",
                                                                                    L.ROLE: role}))
     _policy(env)
-    with running(Controller(env.kube, env.clock(), namespace=NS, resync_s=0.5)):
+    with running(Controller(env.kube, env.clock(), namespace=NS)):
         wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
         _sync_pair(env, "vllm:2")
         p = wait_policy(env, "pp", lambda s: s.get("phase") == "Failed")

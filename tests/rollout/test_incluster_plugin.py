@@ -20,7 +20,7 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
     env.create_ready(lws_manifest("m", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": 1, "bake": "5m"}, {"groups": "50%"},
                                                          {"groups": "100%", "pause": {}}]))
-    ctl = Controller(env.kube, env.clock(), namespace=NS, resync_s=0.5)
+    ctl = Controller(env.kube, env.clock(), namespace=NS)
     with running(ctl):
         wait_policy(env, "p", lambda s: bool(s.get("stableRevision")))
         assert k(env, "retry", "p") == 2  # nothing failed yet: bad input

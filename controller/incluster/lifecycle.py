@@ -1,0 +1,64 @@
+"""Status pieces for the life of a policy beyond its rollouts (docs/controller.md "Lifecycle").
+
+- Two policies naming one target: the oldest (creation time, then name) owns it; any other gets
+  phase ``Failed`` and ``Ready``/``Progressing`` False with reason ``TargetOwned`` naming the owner,
+  and the controller writes nothing to the target on its behalf.
+- A rollout refused before it wrote anything (``lwsflow rollout``'s capacity check: a surge that
+  cannot fit): phase ``Failed``, ``Ready`` False with reason ``Refused`` and the check's numbers; it
+  is tried again when the template or the policy changes, or after ``REFUSAL_RETRY_S``.
+- A spec edited while a rollout of the policy runs: the rollout finishes under the spec and
+  generation it started with; the status keeps ``observedGeneration`` at that generation and shows
+  ``SpecApplied`` False (reason ``RolloutInProgress``) until it ends; the next rollout uses the edit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.policy import status as pstatus
+from lwsflow.controller.policy.model import RolloutPolicySpec
+
+TARGET_OWNED = "TargetOwned"
+REFUSED = "Refused"
+REFUSAL_RETRY_S = 60.0  # wall seconds before a refused rollout is checked again (capacity may free up)
+SPEC_APPLIED = "SpecApplied"
+
+
+def _since(old: Obj, ctype: str, status: str, now: str) -> str:
+    prev = next((c for c in old.get("conditions") or [] if c.get("type") == ctype), None)
+    return str(prev["lastTransitionTime"]) if prev and prev.get("status") == status else now
+
+
+def not_owner(old: Obj, spec: RolloutPolicySpec, owner: Obj, generation: int, now: str) -> Obj:
+    """The status of a policy whose target another policy owns."""
+    meta = owner.get("metadata") or {}
+    ref = spec.targetRef
+    msg = (f"{ref.kind}/{ref.name} is owned by rolloutpolicy {meta.get('namespace')}/{meta.get('name')} "
+           "(the oldest policy naming it); this policy changes nothing")
+    conds: list[dict[str, Any]] = [
+        {"type": t, "status": "False", "reason": TARGET_OWNED, "message": msg,
+         "lastTransitionTime": _since(old, t, "False", now)} for t in ("Progressing", "Ready")]
+    return {**pstatus.derived(old), "phase": "Failed", "message": msg, "observedGeneration": generation,
+            "conditions": conds}
+
+
+def spec_applied(new: Obj, old: Obj, generation: int, running: int, now: str) -> Obj:
+    """``new`` with the ``SpecApplied`` condition while the policy's ``generation`` is not the one its
+    running rollout uses (``running``); without it otherwise."""
+    conds = [c for c in new.get("conditions") or [] if c.get("type") != SPEC_APPLIED]
+    if generation != running:
+        msg = (f"generation {generation} applies from the next rollout; the rollout in progress keeps "
+               f"generation {running}'s stages, checks and gates")
+        conds.append({"type": SPEC_APPLIED, "status": "False", "reason": "RolloutInProgress",
+                      "message": msg, "lastTransitionTime": _since(old, SPEC_APPLIED, "False", now)})
+    return {**new, "conditions": conds}
+
+
+def refused(new: Obj, old: Obj, why: str, now: str) -> Obj:
+    """``new`` (the derived status) showing a rollout refused up front."""
+    msg = f"refused: {why}"[:500]
+    conds = [{**c, "status": "False", "reason": REFUSED, "message": msg,
+              "lastTransitionTime": _since(old, str(c.get("type")), "False", now)}
+             for c in new.get("conditions") or [] if c.get("type") in ("Progressing", "Ready")]
+    return {**new, "phase": "Failed", "message": msg, "conditions": conds}

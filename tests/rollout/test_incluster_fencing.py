@@ -1,0 +1,135 @@
+"""Safe leadership: a leader that cannot prove it holds the Lease stops writing before a standby can
+take over (``incluster/leader.py`` write fence), and /healthz fails while the loop makes no progress.
+
+Two controllers run in this process, each with its own connections and User-Agent; the embedded API's
+``request_hook`` delays the first one's Lease requests (its renewals hang past the renew deadline and
+the lease duration) and records, server side, every write by identity.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from lwsflow.controller.incluster.leader import LeaderElector
+from lwsflow.controller.incluster.manager import Controller
+from lwsflow.controller.incluster.metrics import Endpoints, Metrics
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import LEASE, ROLLOUT_POLICY
+from lwsflow.sim.apiserver.faults import RequestInfo
+from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest
+
+WRITES = {"create", "patch", "update", "delete"}
+
+
+def _kube(env: Env, agent: str) -> Kube:
+    kube = Kube.connect(str(env.kubeconfig))
+    kube.api.user_agent = agent
+    return kube
+
+
+def _replica(env: Env, name: str) -> Controller:
+    stop = threading.Event()
+    leader = LeaderElector(_kube(env, f"lease/{name}"), NS, "fence", name, lease_duration_s=3.0,
+                           renew_deadline_s=2.0, retry_period_s=0.5, on_lost=stop.set)
+    threading.Thread(target=leader.run, daemon=True).start()
+    return Controller(_kube(env, f"lwsflow-controller/{name}"), env.clock(), namespace=NS, leader=leader,
+                      stop=stop)
+
+
+def _holder(env: Env) -> str:
+    try:
+        return str(env.kube.get(LEASE, NS, "fence")["spec"].get("holderIdentity") or "")
+    except Exception:
+        return ""
+
+
+def test_a_deposed_leader_makes_no_write_after_the_standbys_first(env: Env) -> None:
+    writes: list[tuple[float, str, str]] = []  # (time, agent, resource) of every write but the Lease's
+    hang = threading.Event()
+    lock = threading.Lock()
+
+    def hook(req: RequestInfo) -> None:
+        if req.user_agent == "lease/a" and hang.is_set():
+            time.sleep(8.0)  # a's renewals hang: past its renew deadline and the lease duration
+        if req.verb in WRITES and req.resource != "leases":
+            with lock:
+                writes.append((time.monotonic(), req.user_agent, req.resource))
+
+    env.sim.api.faults.request_hook = hook
+    for name in ("f1", "f2"):
+        env.create_ready(lws_manifest(name, replicas=4, partition=4))
+        # f1 bakes stage 1 for 20 virtual minutes (6 s here): a's driver is in flight at the takeover
+        bake = "20m" if name == "f1" else "1m"
+        env.kube.create(ROLLOUT_POLICY, NS, policy(f"p{name}", name, [{"groups": 1, "bake": bake},
+                                                                      {"groups": "100%"}]))
+    a = _replica(env, "a")
+    with running(a):
+        end = time.monotonic() + 20
+        while _holder(env) != "a" and time.monotonic() < end:
+            time.sleep(0.05)
+        assert _holder(env) == "a"
+        b = _replica(env, "b")
+        with running(b):
+            for name in ("f1", "f2"):
+                wait_policy(env, f"p{name}", lambda s: bool(s.get("stableRevision")))
+            sync(env, "f1", "vllm:2")  # a is rolling f1 when its renewals start to hang
+            wait_policy(env, "pf1", lambda s: s.get("phase") == "Progressing")
+            hang.set()
+            end = time.monotonic() + 20
+            while _holder(env) != "b" and time.monotonic() < end:
+                time.sleep(0.05)
+            assert _holder(env) == "b", "the standby did not take over"
+            assert a.kube.fenced() is not None  # a knows it cannot prove its lease: every write refused
+            sync(env, "f2", "vllm:2")  # something new to act on: only b may
+            for name in ("f1", "f2"):
+                wait_policy(env, f"p{name}", lambda s: s.get("phase") == "Succeeded", timeout=90)
+            hang.clear()
+    with lock:
+        by_b = [t for t, agent, _ in writes if agent == "lwsflow-controller/b"]
+        assert by_b, "the standby never wrote"
+        late_a = [(round(t - by_b[0], 3), res) for t, agent, res in writes
+                  if agent == "lwsflow-controller/a" and t >= by_b[0]]
+        early_a = [t for t, agent, _ in writes if agent == "lwsflow-controller/a" and t < by_b[0]]
+    assert early_a, "a never wrote: the test did not exercise a leader"
+    assert late_a == [], f"the deposed leader wrote after the standby's first write: {late_a}"
+
+
+def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
+    """A reconcile stuck in one request (its status write hangs 3 s) fails /healthz after ``stall_s``;
+    once it returns, /healthz passes again."""
+    stall = threading.Event()
+
+    def hook(req: RequestInfo) -> None:
+        if req.resource == "rolloutpolicies/status" and stall.is_set():
+            time.sleep(3.0)
+
+    env.sim.api.faults.request_hook = hook
+    env.create_ready(lws_manifest("h", replicas=2, partition=2))
+    metrics = Metrics()
+    ctl = Controller(env.kube, env.clock(), namespace=NS, metrics=metrics, stall_s=1.0)
+    ep = Endpoints(0, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
+    url = f"http://127.0.0.1:{ep.port}/healthz"
+    try:
+        with running(ctl):
+            end = time.monotonic() + 10
+            while not ctl.synced and time.monotonic() < end:
+                time.sleep(0.05)
+            assert httpx.get(url).status_code == 200
+            stall.set()
+            env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%"}]))
+            codes = []
+            end = time.monotonic() + 2.8
+            while time.monotonic() < end:
+                codes.append(httpx.get(url).status_code)
+                time.sleep(0.1)
+            stall.clear()
+            assert 500 in codes, codes
+            wait_policy(env, "ph", lambda s: bool(s.get("stableRevision")))
+            time.sleep(0.5)
+            assert httpx.get(url).status_code == 200
+    finally:
+        ep.stop()

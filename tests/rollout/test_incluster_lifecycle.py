@@ -1,0 +1,158 @@
+"""The whole life of a policy (docs/controller.md "Lifecycle"): deleted mid-rollout, edited
+mid-rollout, two policies naming one target, orphaned and invalid policies. Writes are counted on
+the server side (the embedded API's ``request_hook``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from lwsflow.controller.incluster.manager import Controller
+from lwsflow.controller.incluster.metrics import Metrics
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from lwsflow.controller.rollout import gate, state
+from lwsflow.sim.apiserver.faults import RequestInfo
+from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.rollout_env import NS, Env, lws_manifest, make_env
+
+AGENT = "lwsflow-controller/lifecycle"
+WRITES = {"create", "patch", "update", "delete"}
+
+
+class Writes:
+    """The controller's writes as the server saw them: (time, resource, name)."""
+
+    def __init__(self, env: Env) -> None:
+        self.log: list[tuple[float, str, str]] = []
+        self.lock = threading.Lock()
+        env.sim.api.faults.request_hook = self.hook
+
+    def hook(self, req: RequestInfo) -> None:
+        if req.user_agent == AGENT and req.verb in WRITES:
+            with self.lock:
+                self.log.append((time.monotonic(), req.resource, req.name))
+
+    def to(self, resource: str, name: str, since: float = 0.0) -> int:
+        with self.lock:
+            return sum(1 for t, r, n in self.log if r == resource and n == name and t >= since)
+
+
+def _controller(env: Env, **kw: object) -> Controller:
+    kube = Kube.connect(str(env.kubeconfig))
+    kube.api.user_agent = AGENT
+    return Controller(kube, env.clock(), namespace=NS, **kw)  # type: ignore[arg-type]
+
+
+def test_deleting_a_policy_mid_rollout_stops_it_and_holds_the_target(env: Env) -> None:
+    """The driver stops (its writes fenced), the LWS stays where it is (partition and the rollout's
+    annotations untouched), and the policy's metric series goes with it."""
+    writes = Writes(env)
+    env.create_ready(lws_manifest("d", replicas=4, partition=4))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pd", "d", [{"groups": 1, "bake": "30m"}, {"groups": "100%"}]))
+    metrics = Metrics()
+    with running(_controller(env, metrics=metrics)):
+        wait_policy(env, "pd", lambda s: bool(s.get("stableRevision")))
+        sync(env, "d", "vllm:2")
+        wait_policy(env, "pd", lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
+        assert 'policy="pd"' in metrics.render().decode()
+        env.wait(lambda o: gate.partition(o) == 3, name="d")
+        env.kube.delete(ROLLOUT_POLICY, NS, "pd")
+        time.sleep(0.5)
+        held = env.kube.get(LWS, NS, "d")
+        t0 = time.monotonic()
+        time.sleep(12.0)  # past the 30 virtual minutes' bake (9 s here): a live driver would move on
+        after = env.kube.get(LWS, NS, "d")
+        assert writes.to("leaderworkersets", "d", since=t0) == 0
+        assert 'policy="pd"' not in metrics.render().decode()
+    assert gate.partition(after) == 3
+    assert after["metadata"]["resourceVersion"] == held["metadata"]["resourceVersion"]
+    st = state.RolloutState.from_object(after)
+    assert st.active and st.passed == 0  # held where it was: stage 1 in progress, nothing rolled back
+
+
+def test_a_spec_edited_mid_rollout_applies_from_the_next_rollout(env: Env) -> None:
+    """A gate added while a rollout runs does not hold that rollout (it keeps the spec it started
+    with; SpecApplied False says so); the next rollout waits at the new gate."""
+    env.create_ready(lws_manifest("e", replicas=4, partition=4))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pe", "e", [{"groups": 1, "bake": "10m"}, {"groups": "100%"}]))
+    with running(_controller(env)):
+        wait_policy(env, "pe", lambda s: bool(s.get("stableRevision")))
+        sync(env, "e", "vllm:2")
+        first = wait_policy(env, "pe", lambda s: s.get("phase") == "Progressing")
+        gen = first["metadata"]["generation"]
+        env.kube.merge_patch(ROLLOUT_POLICY, NS, "pe", {"spec": {"stages": [
+            {"groups": 1, "bake": "10m"}, {"groups": "100%", "pause": {}}]}})
+        p = wait_policy(env, "pe", lambda s: any(c["type"] == "SpecApplied"
+                                                 for c in s.get("conditions") or []))
+        cond = next(c for c in p["status"]["conditions"] if c["type"] == "SpecApplied")
+        assert cond["status"] == "False" and cond["reason"] == "RolloutInProgress"
+        assert p["status"]["observedGeneration"] == gen
+        done = wait_policy(env, "pe", lambda s: s.get("phase") == "Succeeded" and not any(  # no gate held it
+            c["type"] == "SpecApplied" for c in s.get("conditions") or []), timeout=90)
+        assert done["status"]["observedGeneration"] == gen + 1
+        sync(env, "e", "vllm:3")
+        env.rec.restart("e", "vllm:3")
+        wait_policy(env, "pe", lambda s: s.get("phase") == "WaitingForPromotion", timeout=60)
+
+
+def test_a_second_policy_for_an_owned_target_is_told_who_owns_it(env: Env) -> None:
+    """The oldest policy owns the target; the second gets TargetOwned naming it, written once, and
+    acts on nothing; once the owner is deleted, the second takes the target over."""
+    writes = Writes(env)
+    env.create_ready(lws_manifest("t", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("owner", "t", [{"groups": 1}, {"groups": "100%"}]))
+    time.sleep(1.1)  # creationTimestamp has second resolution: the owner is strictly older
+    env.kube.create(ROLLOUT_POLICY, NS, policy("second", "t", [{"groups": "100%"}]))
+    with running(_controller(env)):
+        wait_policy(env, "owner", lambda s: bool(s.get("stableRevision")))
+        p = wait_policy(env, "second", lambda s: s.get("phase") == "Failed")
+        assert "owned by rolloutpolicy default/owner" in p["status"]["message"]
+        assert {c["reason"] for c in p["status"]["conditions"]} == {"TargetOwned"}
+        sync(env, "t", "vllm:2")
+        wait_policy(env, "owner", lambda s: s.get("phase") == "Succeeded")
+        assert env.rec.partitions["t"] == [2, 1, 0, 2]  # the owner's stages (1, 100%), not the second's
+        assert writes.to("rolloutpolicies/status", "second") == 1  # once, through a whole rollout
+        env.kube.delete(ROLLOUT_POLICY, NS, "owner")
+        p = wait_policy(env, "second", lambda s: s.get("phase") in ("Idle", "Succeeded"))
+        assert "owned" not in p["status"]["message"]
+
+
+def test_orphaned_and_invalid_policies_write_their_status_once(env: Env) -> None:
+    writes = Writes(env)
+    env.create_ready(lws_manifest("o", replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("orphan", "missing", [{"groups": 1}, {"groups": "100%"}]))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("invalid", "o", [{"groups": 1}]))  # no 100% stage
+    with running(_controller(env, resync_s=0.5)):  # even a resync every 0.5 s rewrites nothing
+        wait_policy(env, "orphan", lambda s: "target" in (s.get("message") or ""))
+        wait_policy(env, "invalid", lambda s: s.get("phase") == "Failed")
+        for image in ("vllm:2", "vllm:3"):  # events on the namespace's LWS meanwhile
+            sync(env, "o", image)
+            time.sleep(1.0)
+    assert writes.to("rolloutpolicies/status", "orphan") == 1
+    assert writes.to("rolloutpolicies/status", "invalid") == 1
+
+
+def test_a_surge_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
+    """`lwsflow rollout`'s capacity check on the in-cluster path: a release whose maxSurge group has no
+    free GPUs is refused before anything is written to the LWS (phase Failed, reason Refused, with the
+    numbers), not left to stall until the progress deadline."""
+    env = make_env(tmp_path, gpu_nodes=1)  # one node of 8 GPUs
+    try:
+        writes = Writes(env)
+        env.create_ready(lws_manifest("c", replicas=2, size=1, gpus=4, surge=1, unavailable=0, partition=2))
+        env.kube.create(ROLLOUT_POLICY, NS, policy("pc", "c", [{"groups": 1}, {"groups": "100%"}]))
+        with running(_controller(env)):
+            wait_policy(env, "pc", lambda s: bool(s.get("stableRevision")))
+            t0 = time.monotonic()
+            sync(env, "c", "vllm:2")
+            p = wait_policy(env, "pc", lambda s: s.get("phase") == "Failed")
+            time.sleep(1.0)
+            assert writes.to("leaderworkersets", "c", since=t0) == 0
+        assert "refused" in p["status"]["message"] and "maxSurge" in p["status"]["message"]
+        assert {c["reason"] for c in p["status"]["conditions"]} == {"Refused"}
+        lws = env.kube.get(LWS, NS, "c")
+        assert gate.partition(lws) == 2 and not state.RolloutState.from_object(lws).id
+    finally:
+        env.close()
