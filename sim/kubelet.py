@@ -13,6 +13,7 @@ the load time of one pod template.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -74,6 +75,7 @@ class Kubelet:
         self.blocked: dict[Key, tuple[PodRun, str, list[str], bool]] = {}
         self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
         self._own_writes: dict[Key, str] = {}  # pod -> uid of our latest PodScheduled=False write
+        self._stopping: dict[Key, tuple[str, float]] = {}  # terminating pod -> (uid, when it is deleted)
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -89,11 +91,13 @@ class Kubelet:
         if res is not None and (pod is None or pod["metadata"]["uid"] != res.leader_uid):
             self._release_reservation((ns, name))  # the group's leader went: its holds go too
         if pod is None:
+            self._stopping.pop((ns, name), None)
             self.unschedulable.pop((ns, name), None)
             self._own_writes.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
         if is_terminating(pod):
+            self._terminating(pod)
             return
         blocked = self.blocked.get((ns, name))
         if blocked is not None and blocked[3]:  # a Secret or ConfigMap changed: the kubelet retries
@@ -109,6 +113,32 @@ class Kubelet:
             # record no second FailedScheduling for what is the same attempt
             own = self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]
             self._schedule(pod, record=not own)
+
+    def _terminating(self, pod: dict) -> None:
+        """A pod being deleted gracefully: its containers get SIGTERM and stop after
+        ``container_stop_s`` (the grace period at most; at once when none runs), then the kubelet
+        deletes the pod with period 0. A shortened period brings that forward."""
+        meta = pod["metadata"]
+        key, uid = (meta["namespace"], meta["name"]), meta["uid"]
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+        run = self.runs.get(key)
+        delay = min(grace, self.c.config.timings.container_stop_s) if run is not None else 0.0
+        due = self.c.now() + delay
+        if self._stopping.get(key, (None, float("inf")))[1] <= due and self._stopping[key][0] == uid:
+            return
+        self._stopping[key] = (uid, due)
+
+        def confirm() -> None:
+            current = self.c.store.get_raw("pods", *key)
+            if current is None or current["metadata"]["uid"] != uid:
+                return
+            with contextlib.suppress(NotFound):
+                self.c.store.delete("pods", key[0], key[1], grace_period=0)
+
+        if delay <= 0:
+            confirm()
+        else:
+            self.c.clock.call_later(delay, confirm)
 
     # -- scheduling -------------------------------------------------------------------------------------
     def _schedule(self, pod: dict, *, record: bool = True) -> None:

@@ -17,7 +17,6 @@ from lwsflow.sim.lws_spec import LwsView, view
 from lwsflow.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
 from lwsflow.sim.podutil import (
     annotation,
-    default_pod_spec,
     is_ready,
     is_terminating,
     label,
@@ -190,7 +189,6 @@ class LwsController:
         self, lws: dict, v: LwsView, sts: dict | None, partition: int, replicas: int
     ) -> None:
         template = clone(v.leader_template)
-        default_pod_spec(template.setdefault("spec", {}))  # as the API server defaults the StatefulSet
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {
             **(tmeta.get("labels") or {}),
@@ -219,6 +217,8 @@ class LwsController:
             "revisionHistoryLimit": 10,
             **_storage(v.revision_data),
         }
+        # compared with the stored one as the API server defaults it (the store does on the write)
+        self.c.store.defaulter.default(STS, {"spec": spec}, sts)
         meta_labels = {**v.labels, L.NAME: v.name, L.TEMPLATE_REVISION_HASH: v.revision}
         meta_ann = {**v.annotations, L.REPLICAS_ANNOTATION: str(v.replicas)}
         if sts is None:
@@ -304,6 +304,9 @@ class LwsController:
             "conditions": conds,
             "hpaPodSelector": old.get("hpaPodSelector") or f"{L.NAME}={v.name},{L.WORKER_INDEX}=0",
         }
+        for k in ("replicas", "readyReplicas", "updatedReplicas"):  # omitempty in upstream's types
+            if not status[k]:
+                del status[k]
         if status != old:
             store.replace(LWS, {**lws, "status": status}, subresource="status", check_version=False)
         if v.partition == 0 and upd_ready == v.replicas:  # updateDone: old revisions go
@@ -341,7 +344,6 @@ class LwsController:
         worker = self.worker_template(leader)
         if worker is None:
             return
-        default_pod_spec(worker.setdefault("spec", {}))
         tmeta = worker.setdefault("metadata", {})
         group_labels = {
             L.NAME: v.name,

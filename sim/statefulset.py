@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve
 from lwsflow.controller.errors import AlreadyExists, Forbidden
-from lwsflow.sim import claims, lws_webhook, serviceaccounts
+from lwsflow.sim import claims, lws_webhook, serviceaccounts, sts_revisions
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.store import clone
 
@@ -127,6 +127,8 @@ class StatefulSetController:
             self._fresh[key] = fresh
         if ghosts or fresh:
             self._resync(ns, name, min([g[1] for g in ghosts.values()] + list(fresh.values())))
+        sts_revisions.sync(self.c, sts, update_rev, current_rev, spec.get("template") or {},
+                           {_rev(p) for p in pods.values()})
         self._write_status(sts, info, replicas, current_rev, update_rev)
 
     def _not_seen_yet(self, sts: dict) -> bool:
@@ -257,19 +259,20 @@ class StatefulSetController:
 
     def _write_status(self, sts: dict, info: dict[int, tuple[bool, bool, str]], replicas: int,
                       current_rev: str, update_rev: str) -> None:
+        # computeReplicaStatus: a terminating pod counts as present (and ready while it is), never
+        # as current or updated
         ready = sum(1 for r, _, _ in info.values() if r)
-        updated = sum(1 for _, _, rev in info.values() if rev == update_rev)
-        current = sum(1 for _, _, rev in info.values() if rev == current_rev)
+        updated = sum(1 for _, alive, rev in info.values() if alive and rev == update_rev)
+        current = sum(1 for _, alive, rev in info.values() if alive and rev == current_rev)
         present = len(info)
         if updated == present == replicas and ready == replicas:
             current_rev, current = update_rev, updated  # rolling update complete
+        counts = {"readyReplicas": ready, "currentReplicas": current, "updatedReplicas": updated}
         status = {
             "observedGeneration": sts["metadata"].get("generation", 1),
             "replicas": present,
-            "readyReplicas": ready,
+            **{k: n for k, n in counts.items() if n},  # omitempty: a 0 is not on the wire
             "availableReplicas": ready,
-            "currentReplicas": current,
-            "updatedReplicas": updated,
             "currentRevision": current_rev,
             "updateRevision": update_rev,
             "collisionCount": 0,

@@ -17,6 +17,7 @@ from typing import Any
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import core_admission, rbac_validation
+from lwsflow.sim.defaulting import Defaulter
 
 _CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io",
                "inference.networking.k8s.io", "gateway.networking.k8s.io")
@@ -94,9 +95,11 @@ def check_unknown(rtype: kinds.ResourceType, obj: dict[str, Any], field_validati
 
 
 def admit(
-    rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, field_validation: str
+    rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, field_validation: str,
+    defaulter: Defaulter | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
+    """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does.
+    ``defaulter``: the store's, so that validation and a dry run see the defaulted object."""
     name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
     if rtype.group == rbac_validation.GROUP:
         rbac_validation.default(rtype, obj)
@@ -112,6 +115,8 @@ def admit(
         return obj, []
     if not is_crd(rtype):
         core_admission.default(rtype, obj)
+        if defaulter is not None:
+            defaulter.default(rtype.key, obj, old)
         errors = core_admission.validate(rtype, obj, old)
         if errors:
             raise invalid(rtype, name, errors)

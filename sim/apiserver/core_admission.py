@@ -13,7 +13,6 @@ from typing import Any
 
 from lwsflow.controller.errors import FieldError
 from lwsflow.sim import kinds
-from lwsflow.sim.podutil import default_pod_spec
 
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -46,14 +45,8 @@ _STS_FORBIDDEN = (
 
 
 def default(rtype: kinds.ResourceType, obj: dict[str, Any]) -> None:
-    """Built-in defaulting: a Secret's type, and its stringData written into data (base64); a Pod's and
-    a StatefulSet template's ``fieldRef.apiVersion``."""
-    spec = obj.get("spec")
-    if rtype is kinds.STATEFULSET:
-        template = spec.get("template") if isinstance(spec, dict) else None
-        spec = template.get("spec") if isinstance(template, dict) else None
-    if rtype in (kinds.POD, kinds.STATEFULSET) and isinstance(spec, dict):
-        default_pod_spec(spec)
+    """A Secret's type, and its stringData written into data (base64). The defaults of the other core
+    kinds are the store's (``sim/defaulting``), so the embedded controllers' writes get them too."""
     if rtype is kinds.SECRET:
         if not obj.get("type"):
             obj["type"] = "Opaque"

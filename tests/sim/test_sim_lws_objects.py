@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim_helpers import NS, available, make_lws, pod_template
+from sim_helpers import NS, available, lws_revisions, make_lws, pod_template
 
 from lwsflow.controller.api import labels as L
 from lwsflow.sim.cluster import Cluster
@@ -22,8 +22,9 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     assert leader["spec"]["serviceName"] == "demo"
     assert leader["spec"]["podManagementPolicy"] == "Parallel"
     assert leader["spec"]["selector"]["matchLabels"] == {L.NAME: "demo", L.WORKER_INDEX: "0"}
-    # maxUnavailable = max(1, U + S) on the leader sts
-    assert leader["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0, "maxUnavailable": 2}
+    # the controller writes maxUnavailable = max(1, U + S); the API server drops it while the
+    # MaxUnavailableStatefulSet gate is off (the default; with it on: test_sim_lws_status_fidelity)
+    assert leader["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}
     assert leader["metadata"]["annotations"][L.REPLICAS_ANNOTATION] == "2"
     assert leader["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
     worker = st.get(STS, NS, "demo-1")
@@ -44,7 +45,7 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     # upstream CreateHeadlessServiceIfNotExists labels the Service with the set's name
     # (pkg/utils/controller/controller_utils.go, v0.9.0 and later)
     assert svc["metadata"]["labels"] == {L.NAME: "demo"}
-    revs = st.list("controllerrevisions.apps", NS)[0]
+    revs = lws_revisions(cluster)
     assert [r["metadata"]["labels"][L.TEMPLATE_REVISION_HASH] for r in revs] == [rev]
     assert set(revs[0]["data"]["spec"]) == {"leaderWorkerTemplate", "networkConfig"}
 
@@ -173,13 +174,14 @@ def test_delete_and_recreate_same_name(cluster: Cluster):
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
     cluster.store.delete(LWS, NS, "demo")
-    cluster.settle()
-    for key in ("pods", STS, "services", "controllerrevisions.apps"):
-        assert cluster.store.list(key, NS)[0] == []
+    keys = ("pods", STS, "services", "controllerrevisions.apps")
+    # leaders terminate, then the garbage collector deletes their worker StatefulSets, whose pods
+    # terminate in turn
+    cluster.run_until(lambda c: not any(c.store.list(key, NS)[0] for key in keys), 60)
     assert all(n.used_gpus == 0 for n in cluster.scheduler.nodes.values())  # resources released
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
-    assert len(cluster.store.list("controllerrevisions.apps", NS)[0]) == 1
+    assert len(lws_revisions(cluster)) == 1
 
 
 def test_orphan_deletion_strips_owner_refs_and_a_new_statefulset_adopts_the_pods(cluster: Cluster):
