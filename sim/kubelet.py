@@ -157,6 +157,9 @@ class Kubelet:
             leader = self.c.store.get_raw("pods", ns, annotation(pod, L.LEADER_NAME_ANNOTATION))
             if leader is None or not (leader.get("spec") or {}).get("nodeName"):
                 self.unschedulable[(ns, name)] = None  # gang: workers wait for their leader's placement
+                held = _unscheduled_message(leader)
+                if held:  # the group does not fit: the worker is Unschedulable for the same reason
+                    self._unschedulable(pod, held, record)
                 return
         members = [needs]
         size = int(annotation(pod, L.SIZE_ANNOTATION) or 1)
@@ -170,6 +173,9 @@ class Kubelet:
         if placed is None:
             self.unschedulable[(ns, name)] = None
             self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey), record)
+            for w in range(1, size):  # its workers, already created, are held for the same reason
+                if (ns, f"{name}-{w}") in self.unschedulable:
+                    self.c.enqueue("pod", ns, f"{name}-{w}")
             return
         self.unschedulable.pop((ns, name), None)
         if wneeds is not None:
@@ -540,6 +546,14 @@ def _conds(now: str, *, ready: bool) -> list[dict]:
         {"type": "ContainersReady", "status": r, "lastTransitionTime": now},
         {"type": "Ready", "status": r, "lastTransitionTime": now},
     ]
+
+
+def _unscheduled_message(pod: dict | None) -> str:
+    """The message of a pod's PodScheduled=False condition, or ""."""
+    for c in ((pod or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or "")
+    return ""
 
 
 def _containers(pod: dict) -> list[dict]:

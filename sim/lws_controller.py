@@ -197,12 +197,13 @@ class LwsController:
             L.TEMPLATE_REVISION_HASH: v.revision,
         }
         ann = {**(tmeta.get("annotations") or {}), L.SIZE_ANNOTATION: str(v.size)}
-        for key in (L.EXCLUSIVE_TOPOLOGY, L.SUBGROUP_EXCLUSIVE_TOPOLOGY):
-            if v.annotations.get(key):
+        subgroups = _subgroup_annotations(v.revision_data)
+        for key in (L.EXCLUSIVE_TOPOLOGY, L.SUBGROUP_EXCLUSIVE_TOPOLOGY):  # the latter with sub-groups only
+            if v.annotations.get(key) and (key == L.EXCLUSIVE_TOPOLOGY or subgroups):
                 ann[key] = v.annotations[key]
         if v.subdomain_policy == "UniquePerReplica":
             ann[L.SUBDOMAIN_POLICY_ANNOTATION] = "UniquePerReplica"
-        ann.update(_subgroup_annotations(v.revision_data))
+        ann.update(subgroups)
         tmeta["annotations"] = ann
         spec = {
             "replicas": replicas,
@@ -364,7 +365,12 @@ class LwsController:
             if value is not None:
                 worker.setdefault("spec", {}).setdefault("nodeSelector", {})[topo] = value
         data = self.revision_data(ns, v.name, label(leader, L.TEMPLATE_REVISION_HASH)) or v.revision_data
-        ann.update(_subgroup_annotations(data))
+        # upstream's worker template (pod_controller.go) carries the sub-group size and exclusive
+        # topology, not the policy type the leader's template has
+        ann.update({k: val for k, val in _subgroup_annotations(data).items()
+                    if k != SUBGROUP_POLICY_TYPE_ANNOTATION})
+        if _subgroup_annotations(data) and v.annotations.get(L.SUBGROUP_EXCLUSIVE_TOPOLOGY):
+            ann[L.SUBGROUP_EXCLUSIVE_TOPOLOGY] = v.annotations[L.SUBGROUP_EXCLUSIVE_TOPOLOGY]
         tmeta["annotations"] = ann
         store.create(
             STS,

@@ -150,7 +150,8 @@ def test_hpa_selector_and_observed_generation(cluster: Cluster):
 
 def test_subgroup_labels(cluster: Cluster):
     """§b subgroup-index: (w-1)/n when (size-1) % n == 0 and size % n != 0, else w/n; the
-    subgroup-size / subgroup-policy-type annotations; LeaderExcluded leaves the leader out."""
+    subgroup-size annotation (and subgroup-policy-type on the leader); LeaderExcluded leaves the
+    leader out."""
     for name, policy in (("lw", "LeaderWorker"), ("lx", "LeaderExcluded")):
         cluster.store.create(LWS, make_lws(name, replicas=1, size=5, gpus=1, leaderWorkerTemplate={
             "size": 5, "workerTemplate": pod_template(gpus=1),
@@ -164,7 +165,10 @@ def test_subgroup_labels(cluster: Cluster):
     assert [idx(f"lx-0-{w}") for w in range(1, 5)] == ["0", "0", "1", "1"]
     ann = cluster.store.get("pods", NS, "lw-0-3")["metadata"]["annotations"]
     assert ann["leaderworkerset.sigs.k8s.io/subgroup-size"] == "2"
-    assert ann["leaderworkerset.sigs.k8s.io/subgroup-policy-type"] == "LeaderWorker"
+    # the policy type is the leader's only: upstream's worker template never carries it
+    assert "leaderworkerset.sigs.k8s.io/subgroup-policy-type" not in ann
+    leader_ann = cluster.store.get("pods", NS, "lx-0")["metadata"]["annotations"]
+    assert leader_ann["leaderworkerset.sigs.k8s.io/subgroup-policy-type"] == "LeaderExcluded"
     keys = {cluster.store.get("pods", NS, f"lw-0-{w}")["metadata"]["labels"][L.SUBGROUP_KEY] for w in (1, 2)}
     assert len(keys) == 1
 
