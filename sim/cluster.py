@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import NotFound, OperationFailed
-from lwsflow.sim import kinds
+from lwsflow.sim import hpa, kinds
 from lwsflow.sim.clock import FIXED_EPOCH, VirtualClock
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, image_digest
 from lwsflow.sim.defaulting import Defaulter
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SPEED = 600.0  # a 10-minute model load takes about one second of wall time
 _MAX_ROUNDS = 10_000
 _EVENT_CACHE = 4096  # client-go EventCorrelator maxLruCacheEntries
-_PRIORITY = {"ns": 0, "pod": 1, "sts": 2, "group": 3, "restart": 4, "lws": 5, "ds": 6}
+_PRIORITY = {"ns": 0, "pod": 1, "sts": 2, "group": 3, "restart": 4, "lws": 5, "ds": 6, "hpa": 7}
 
 
 class PodHook(Protocol):
@@ -95,6 +95,7 @@ class Cluster:
             "restart": self.lws.handle_restart,
             "ds": self.ds.reconcile,
             "ns": lambda _ns, name: populate(self.store, name),
+            "hpa": lambda ns, name: hpa.reconcile(self, ns, name),
         }
         self._own_hooks: list[Any] = []
         if self.config.serve_engines:  # leader pods serve real HTTP through the stand-in engine
@@ -293,6 +294,13 @@ class Cluster:
             ds = label(obj, L.DS_NAME)
             if ds:
                 self.enqueue("ds", ns, ds)
+        if key == kinds.HPA.key and ev.type != DELETED:
+            self.enqueue("hpa", ns, name)
+        elif kinds.BY_KEY[key].has_scale:  # an HPA's target changed (or appeared): its status follows
+            for h in self.store.iter_raw(kinds.HPA.key):
+                ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+                if h["metadata"].get("namespace") == ns and ref.get("name") == name:
+                    self.enqueue("hpa", ns, h["metadata"]["name"])
         if ev.type == DELETED and key in (kinds.SERVICE_ACCOUNT.key, kinds.CONFIGMAP.key):
             self.enqueue("ns", "", ns)  # their controllers put `default` and kube-root-ca.crt back
 

@@ -125,6 +125,11 @@ def admit(
     from lwsflow.controller.api.validation import validate_object, validate_update
 
     warnings = check_unknown(rtype, obj, field_validation)
+    meta_name = (obj.get("metadata") or {}).get("name")
+    # the API server's own check of a custom resource's name (RFC 1123 subdomain) fails the request
+    # before any validating webhook (the LWS one wants a DNS-1035 label) is called
+    if old is None and meta_name and (errors := core_admission.name_errors(str(meta_name))):
+        raise invalid(rtype, name, errors)
     obj = default_object(obj)
     errors = validate_object(obj)
     if old is not None:
