@@ -22,6 +22,7 @@ POD_SPEC: tuple[Default, ...] = (
 CONTAINER: tuple[Default, ...] = (
     ("terminationMessagePath", "/dev/termination-log", ZERO),
     ("terminationMessagePolicy", "File", ZERO),
+    ("resources", {}, NIL),  # a struct, not a pointer: on the wire even when empty
 )
 PROBE: tuple[Default, ...] = (
     ("timeoutSeconds", 1, ZERO),

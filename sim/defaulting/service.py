@@ -57,7 +57,9 @@ class ClusterIPs:
             ip = str(next(self._hosts))
         spec["clusterIP"] = ip
         spec.setdefault("clusterIPs", [ip])
+        # a headless Service without selector gets both families (its endpoints are written by hand),
+        # as the reference cluster answers
+        unselected = ip == "None" and not spec.get("selector")
         if spec.get("ipFamilyPolicy") is None:
-            headless_unselected = ip == "None" and not spec.get("selector")
-            spec["ipFamilyPolicy"] = "RequireDualStack" if headless_unselected else "SingleStack"
-        spec.setdefault("ipFamilies", ["IPv4"])
+            spec["ipFamilyPolicy"] = "RequireDualStack" if unselected else "SingleStack"
+        spec.setdefault("ipFamilies", ["IPv4", "IPv6"] if unselected else ["IPv4"])

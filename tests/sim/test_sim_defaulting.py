@@ -25,7 +25,7 @@ def _pod(**spec: object) -> dict:
 def test_pod_spec_container_and_probe_defaults() -> None:
     store = Store(now=lambda: 0.0)
     probe = {"httpGet": {"port": 8000}, "timeoutSeconds": 0}
-    pod = _pod(terminationGracePeriodSeconds=0)
+    pod = _pod(terminationGracePeriodSeconds=0, initContainers=[{"name": "i", "image": "busybox"}])
     pod["spec"]["containers"][0].update(readinessProbe=probe, ports=[{"containerPort": 8000}],
                                         resources={"limits": {"cpu": "2", "nvidia.com/gpu": "8"},
                                                    "requests": {"cpu": "1"}})
@@ -36,6 +36,7 @@ def test_pod_spec_container_and_probe_defaults() -> None:
         "securityContext": {}, "enableServiceLinks": True,
         "terminationGracePeriodSeconds": 0}  # a pointer field: an explicit 0 stays
     c = spec["containers"][0]
+    assert spec["initContainers"][0]["resources"] == {}  # a struct: on the wire even when empty
     assert c["terminationMessagePath"] == "/dev/termination-log" and c["terminationMessagePolicy"] == "File"
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert c["ports"] == [{"containerPort": 8000, "protocol": "TCP"}]
@@ -92,6 +93,7 @@ def test_service_defaults_and_cluster_ip() -> None:
     headless = store.create("services", {"metadata": {"name": "h", "namespace": NS}, "spec": {
         "clusterIP": "None", "sessionAffinity": "ClientIP"}})["spec"]
     assert headless["clusterIPs"] == ["None"] and headless["ipFamilyPolicy"] == "RequireDualStack"
+    assert headless["ipFamilies"] == ["IPv4", "IPv6"]  # as the reference cluster answers
     assert headless["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
 
 
