@@ -2,8 +2,9 @@
 
 Objects are plain dicts (the wire form), keyed by (resource key, namespace, name). The store owns
 resourceVersion (one global counter), uid, creationTimestamp, generation (bumped when anything but
-metadata and status changes), status-subresource separation, owner-reference garbage collection and
-the watch history. Thread-safe: the HTTP server and the simulation loop share one instance.
+metadata and status changes), status-subresource separation, kube-apiserver's defaulting of core
+kinds (``sim/defaulting``, on every write, so the controllers' objects get it too), graceful pod
+deletion, owner-reference garbage collection and the watch history. Thread-safe: the HTTP server and the simulation loop share one instance.
 
 Subscribers (``subscribe``) are called synchronously, under the store lock, after each committed
 change; they must only enqueue work, never block.
