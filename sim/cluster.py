@@ -321,8 +321,8 @@ class Cluster:
         if obj is None:
             return
         for ckey, names in list(self.owned.get(obj["metadata"]["uid"], {}).items()):
-            for cname in list(names):
-                self.delete_object(ckey, ns, cname, grace_period=grace_period)
+            for cname in list(names):  # the garbage collector deletes dependants with their own period
+                self.delete_object(ckey, ns, cname)
         with contextlib.suppress(NotFound):  # already gone through the store's own GC
             self.store.delete(key, ns, name, collect=False, grace_period=grace_period)
 

@@ -13,7 +13,6 @@ the load time of one pod template.
 
 from __future__ import annotations
 
-import contextlib
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -132,8 +131,8 @@ class Kubelet:
             current = self.c.store.get_raw("pods", *key)
             if current is None or current["metadata"]["uid"] != uid:
                 return
-            with contextlib.suppress(NotFound):
-                self.c.store.delete("pods", key[0], key[1], grace_period=0)
+            # through the owner index (dependants first), not the store's scan of every object
+            self.c.delete_object("pods", key[0], key[1], grace_period=0)
 
         if delay <= 0:
             confirm()

@@ -89,6 +89,7 @@ class StatefulSetController:
         ghosts = {o: g for o, g in self._ghosts.pop(key, {}).items() if g[1] > now}
         fresh = {u: t for u, t in self._fresh.pop(key, {}).items() if t > now}
         pods: dict[int, dict] = {}
+        condemned: dict[int, dict] = {}
         for pname in self.c.owned_names(sts["metadata"]["uid"], "pods"):
             pod = store.get_raw("pods", ns, pname)
             if pod is None:
@@ -99,7 +100,10 @@ class StatefulSetController:
             if ordinal >= end or ordinal < start:
                 if claimed:  # whenScaled: Delete hands the claims to the pod first
                     claims.sync(store, sts, pname, pod, scaled_down=True)
-                self._delete(ns, pod, ordinal, ghosts, now)  # Parallel: condemned ordinals all go at once
+                if not is_terminating(pod):  # Parallel: condemned ordinals all go at once
+                    self._delete(ns, pod, ordinal, ghosts, now)
+                else:  # still counted (replicas, ready) until it is gone, as computeReplicaStatus does
+                    condemned[ordinal] = pod
                 continue
             pods[ordinal] = pod
         for ordinal in range(start, end):
@@ -121,6 +125,8 @@ class StatefulSetController:
                 del info[ordinal]
         for ordinal, (was_ready, _) in ghosts.items():  # terminating in the informer: counted, not current
             info.setdefault(ordinal, (was_ready, False, ""))
+        for ordinal, pod in condemned.items():
+            info.setdefault(ordinal, (is_ready(pod), False, _rev(pod)))
         if ghosts:
             self._ghosts[key] = ghosts
         if fresh:

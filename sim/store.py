@@ -4,7 +4,8 @@ Objects are plain dicts (the wire form), keyed by (resource key, namespace, name
 resourceVersion (one global counter), uid, creationTimestamp, generation (bumped when anything but
 metadata and status changes), status-subresource separation, kube-apiserver's defaulting of core
 kinds (``sim/defaulting``, on every write, so the controllers' objects get it too), graceful pod
-deletion, owner-reference garbage collection and the watch history. Thread-safe: the HTTP server and the simulation loop share one instance.
+deletion, owner-reference garbage collection and the watch history. Thread-safe: the HTTP server
+and the simulation loop share one instance.
 
 Subscribers (``subscribe``) are called synchronously, under the store lock, after each committed
 change; they must only enqueue work, never block.
@@ -199,9 +200,14 @@ class Store:
                 else:
                     rest, status = obj, old.get("status")
                     keep = "status" in old
-                new = {k: v if k == "status" else clone(v) for k, v in rest.items()}
+                # parts taken from the stored object are shared, not copied: stored objects are never
+                # changed in place (a write replaces them), and the pods' status writes are the
+                # simulator's hottest path. Metadata is always a copy (resourceVersion is set on it).
+                stored = rest is old
+                new = {k: v if k == "status" or (stored and k != "metadata") else clone(v)
+                       for k, v in rest.items()}
                 if keep:
-                    new["status"] = clone(status)
+                    new["status"] = status if status is old.get("status") else clone(status)
                 else:
                     new.pop("status", None)
             else:

@@ -31,7 +31,7 @@ def default_claim(claim: dict[str, Any]) -> None:
     if status is None:
         claim["status"] = {"phase": "Pending"}
     elif isinstance(status, dict) and not status.get("phase"):
-        status["phase"] = "Pending"
+        claim["status"] = {**status, "phase": "Pending"}  # a new dict: the stored status may be shared
 
 
 def default_hpa(hpa: dict[str, Any]) -> None:

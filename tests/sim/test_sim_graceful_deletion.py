@@ -90,3 +90,15 @@ def test_statefulset_waits_for_the_terminating_pod_and_counts_it_as_neither_curr
     pods = [p for p in cluster.store.list("pods", NS)[0] if p["metadata"]["name"] == "demo-1"]
     assert len(pods) == 1 and pods[0]["metadata"]["deletionTimestamp"]
     cluster.run_until(available("demo"), 3600)
+
+
+def test_scaled_away_pods_count_in_replicas_until_gone(cluster: Cluster) -> None:
+    _running(cluster)
+    cluster.store.mutate(LWS, NS, "demo", lambda o: o["spec"].__setitem__("replicas", 1))
+    cluster.advance(0.5)
+    status = cluster.store.get(STS, NS, "demo")["status"]
+    assert cluster.store.get("pods", NS, "demo-1")["metadata"]["deletionTimestamp"]
+    assert status["replicas"] == 2 and status["updatedReplicas"] == 1  # terminating: present, not updated
+    cluster.advance(cluster.config.timings.container_stop_s)
+    assert cluster.store.try_get("pods", NS, "demo-1") is None
+    assert cluster.store.get(STS, NS, "demo")["status"]["replicas"] == 1
