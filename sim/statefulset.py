@@ -218,6 +218,7 @@ class StatefulSetController:
             "kind": "Pod",
             "metadata": {
                 "name": pname,
+                "generateName": f"{name}-",  # GetPodFromTemplate's prefix; the name is set as well
                 "namespace": ns,
                 "labels": {
                     **(tmeta.get("labels") or {}),

@@ -145,6 +145,7 @@ def test_controller_created_pods_get_defaults_and_the_service_account_token(clus
     cluster.store.create(LWS, make_lws("demo", replicas=1, size=2))
     cluster.run_until(available("demo"), 3600)
     for name in ("demo-0", "demo-0-1"):
+        assert cluster.store.get("pods", NS, name)["metadata"]["generateName"] == name.rsplit("-", 1)[0] + "-"
         spec = cluster.store.get("pods", NS, name)["spec"]
         assert spec["serviceAccountName"] == spec["serviceAccount"] == "default"
         token = [v for v in spec["volumes"] if v["name"].startswith("kube-api-access-")]
