@@ -22,13 +22,15 @@ from typing import Any, Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import NotFound, OperationFailed
-from lwsflow.sim import kinds
+from lwsflow.sim import hpa, kinds
 from lwsflow.sim.clock import FIXED_EPOCH, VirtualClock
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, image_digest
+from lwsflow.sim.defaulting import Defaulter
+from lwsflow.sim.defaulting.apps import MAX_UNAVAILABLE_GATE
 from lwsflow.sim.ds_controller import DS, SCALER, DsController
 from lwsflow.sim.kubelet import Kubelet
 from lwsflow.sim.lws_controller import LWS, LwsController
-from lwsflow.sim.namespaces import ensure_system_namespaces
+from lwsflow.sim.namespaces import ensure_system_namespaces, populate
 from lwsflow.sim.podutil import annotation, label, restart_count
 from lwsflow.sim.scheduler import NodeInfo, Scheduler
 from lwsflow.sim.statefulset import STS, StatefulSetController
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SPEED = 600.0  # a 10-minute model load takes about one second of wall time
 _MAX_ROUNDS = 10_000
 _EVENT_CACHE = 4096  # client-go EventCorrelator maxLruCacheEntries
-_PRIORITY = {"pod": 0, "sts": 1, "group": 2, "restart": 3, "lws": 4, "ds": 5}
+_PRIORITY = {"ns": 0, "pod": 1, "sts": 2, "group": 3, "restart": 4, "lws": 5, "ds": 6, "hpa": 7}
 
 
 class PodHook(Protocol):
@@ -59,7 +61,7 @@ class Cluster:
     def __init__(self, config: ClusterConfig | None = None, *, now0: float = FIXED_EPOCH) -> None:
         self.config = config or ClusterConfig.default()
         self.clock = VirtualClock(now0)
-        self.store = Store(now=self.now)
+        self.store = Store(now=self.now, defaulter=Defaulter(self._gates))
         self.pod_hooks: list[PodHook] = []
         # Where the cluster learns what an image it has not seen does (its ImageProfile), asked once
         # per digest and remembered in config.images: e.g. the local stack reads the image's label
@@ -92,6 +94,8 @@ class Cluster:
             "group": self.lws.reconcile_group,
             "restart": self.lws.handle_restart,
             "ds": self.ds.reconcile,
+            "ns": lambda _ns, name: populate(self.store, name),
+            "hpa": lambda ns, name: hpa.reconcile(self, ns, name),
         }
         self._own_hooks: list[Any] = []
         if self.config.serve_engines:  # leader pods serve real HTTP through the stand-in engine
@@ -119,6 +123,10 @@ class Cluster:
                     break
             else:
                 self._asked_digests.add(digest)
+
+    def _gates(self) -> frozenset[str]:
+        """The feature gates the API server runs with (only MaxUnavailableStatefulSet is modelled)."""
+        return frozenset({MAX_UNAVAILABLE_GATE} if self.config.max_unavailable_statefulset else ())
 
     # -- time ------------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -269,6 +277,8 @@ class Cluster:
                 self.enqueue("ds", ns, ds)
         elif key == DS:
             self.enqueue("ds", ns, name)
+        elif key == kinds.NAMESPACE.key and ev.type != DELETED:
+            self.enqueue("ns", "", name)
         elif key == "nodes" and ev.type != DELETED:
             info = self.scheduler.nodes.get(name)
             cordoned = bool((obj.get("spec") or {}).get("unschedulable"))
@@ -284,6 +294,15 @@ class Cluster:
             ds = label(obj, L.DS_NAME)
             if ds:
                 self.enqueue("ds", ns, ds)
+        if key == kinds.HPA.key and ev.type != DELETED:
+            self.enqueue("hpa", ns, name)
+        elif kinds.BY_KEY[key].has_scale:  # an HPA's target changed (or appeared): its status follows
+            for h in self.store.iter_raw(kinds.HPA.key):
+                ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+                if h["metadata"].get("namespace") == ns and ref.get("name") == name:
+                    self.enqueue("hpa", ns, h["metadata"]["name"])
+        if ev.type == DELETED and key in (kinds.SERVICE_ACCOUNT.key, kinds.CONFIGMAP.key):
+            self.enqueue("ns", "", ns)  # their controllers put `default` and kube-root-ca.crt back
 
     def _invalidate_group(self, ns: str, lws: str, obj: dict) -> None:
         idx = label(obj, L.GROUP_INDEX)
@@ -295,19 +314,20 @@ class Cluster:
                 self.lws.invalidate(ns, lws, int(tail))
 
     # -- helpers for controllers ----------------------------------------------------------------------
-    def delete_object(self, key: str, ns: str, name: str) -> None:
-        """Delete with Foreground-like cascade through the owner index (dependants first)."""
+    def delete_object(self, key: str, ns: str, name: str, *, grace_period: int | None = None) -> None:
+        """Delete with Foreground-like cascade through the owner index (dependants first); pods are
+        deleted gracefully (``grace_period``: DeleteOptions.gracePeriodSeconds)."""
         obj = self.store.get_raw(key, ns, name)
         if obj is None:
             return
         for ckey, names in list(self.owned.get(obj["metadata"]["uid"], {}).items()):
-            for cname in list(names):
+            for cname in list(names):  # the garbage collector deletes dependants with their own period
                 self.delete_object(ckey, ns, cname)
         with contextlib.suppress(NotFound):  # already gone through the store's own GC
-            self.store.delete(key, ns, name, collect=False)
+            self.store.delete(key, ns, name, collect=False, grace_period=grace_period)
 
-    def delete_pod(self, ns: str, name: str) -> None:
-        self.delete_object("pods", ns, name)
+    def delete_pod(self, ns: str, name: str, *, grace_period: int | None = None) -> None:
+        self.delete_object("pods", ns, name, grace_period=grace_period)
 
     def emit_event(
         self, obj: dict, reason: str, message: str, *, etype: str = "Normal", component: str = "lws"

@@ -64,6 +64,8 @@ class Timings(_Model):
     cpu_image_gb: float = Field(default=0.2, ge=0)  # images of pods that request no GPU
     image_sizes_gb: dict[str, float] = Field(default_factory=dict)  # fnmatch pattern -> GB
     container_start_s: float = Field(default=5.0, ge=0)
+    # SIGTERM to exit on deletion, at most the pod's grace period (the pod is Terminating meanwhile)
+    container_stop_s: float = Field(default=2.0, ge=0)
     storage_gbps: float = Field(default=0.5, gt=0)  # model store -> node, GB/s
     weight_gb: float = Field(default=140.0, ge=0)  # default model size for GPU pods (split over group)
     models: dict[str, ModelTiming] = Field(default_factory=dict)

@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.defaults import default_object
 from lwsflow.sim import ds_planner
 from lwsflow.sim.podutil import annotation, is_terminating, label, owner_ref
 from lwsflow.sim.store import clone, rfc3339
@@ -219,9 +220,11 @@ class DsController:
                 tm = lwt[tkey].setdefault("metadata", {})
                 tm["labels"] = {**(tm.get("labels") or {}), **auto}
         rmeta = role.get("metadata") or {}
+        # created through the API on a real cluster: the CRD's structural defaults and the LWS
+        # webhook's (subdomainPolicy, rolloutStrategy, startupPolicy, ...) apply to the child too
         self.c.store.create(
             LWS,
-            {
+            default_object({
                 "apiVersion": L.LWS_API_VERSION,
                 "kind": L.LWS_KIND,
                 "metadata": {
@@ -232,7 +235,7 @@ class DsController:
                     "ownerReferences": [owner_ref(ds)],
                 },
                 "spec": spec,
-            },
+            }),
         )
 
     def _scale(self, lws: dict, replicas: int) -> None:

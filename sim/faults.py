@@ -96,7 +96,7 @@ def fail_node(c: Cluster, node: str) -> None:
     """The node goes NotReady and every pod on it is lost (deleted, as pod GC does)."""
     _set_node_ready(c, node, False)
     for ns, name in list(c.kubelet.by_node.get(node, {})):
-        c.delete_pod(ns, name)
+        c.delete_pod(ns, name, grace_period=0)  # pod GC force-deletes: no kubelet is left to confirm
 
 
 def recover_node(c: Cluster, node: str) -> None:

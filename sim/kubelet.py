@@ -74,6 +74,7 @@ class Kubelet:
         self.blocked: dict[Key, tuple[PodRun, str, list[str], bool]] = {}
         self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
         self._own_writes: dict[Key, str] = {}  # pod -> uid of our latest PodScheduled=False write
+        self._stopping: dict[Key, tuple[str, float]] = {}  # terminating pod -> (uid, when it is deleted)
         self._free_ips: list[int] = []
         self._next_ip = 1
         net = cluster.config.pod_network
@@ -89,11 +90,13 @@ class Kubelet:
         if res is not None and (pod is None or pod["metadata"]["uid"] != res.leader_uid):
             self._release_reservation((ns, name))  # the group's leader went: its holds go too
         if pod is None:
+            self._stopping.pop((ns, name), None)
             self.unschedulable.pop((ns, name), None)
             self._own_writes.pop((ns, name), None)
             self.c.gone_pods.pop((ns, name), None)
             return
         if is_terminating(pod):
+            self._terminating(pod)
             return
         blocked = self.blocked.get((ns, name))
         if blocked is not None and blocked[3]:  # a Secret or ConfigMap changed: the kubelet retries
@@ -109,6 +112,32 @@ class Kubelet:
             # record no second FailedScheduling for what is the same attempt
             own = self._own_writes.pop((ns, name), None) == pod["metadata"]["uid"]
             self._schedule(pod, record=not own)
+
+    def _terminating(self, pod: dict) -> None:
+        """A pod being deleted gracefully: its containers get SIGTERM and stop after
+        ``container_stop_s`` (the grace period at most; at once when none runs), then the kubelet
+        deletes the pod with period 0. A shortened period brings that forward."""
+        meta = pod["metadata"]
+        key, uid = (meta["namespace"], meta["name"]), meta["uid"]
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+        run = self.runs.get(key)
+        delay = min(grace, self.c.config.timings.container_stop_s) if run is not None else 0.0
+        due = self.c.now() + delay
+        if self._stopping.get(key, (None, float("inf")))[1] <= due and self._stopping[key][0] == uid:
+            return
+        self._stopping[key] = (uid, due)
+
+        def confirm() -> None:
+            current = self.c.store.get_raw("pods", *key)
+            if current is None or current["metadata"]["uid"] != uid:
+                return
+            # through the owner index (dependants first), not the store's scan of every object
+            self.c.delete_object("pods", key[0], key[1], grace_period=0)
+
+        if delay <= 0:
+            confirm()
+        else:
+            self.c.clock.call_later(delay, confirm)
 
     # -- scheduling -------------------------------------------------------------------------------------
     def _schedule(self, pod: dict, *, record: bool = True) -> None:
@@ -127,6 +156,9 @@ class Kubelet:
             leader = self.c.store.get_raw("pods", ns, annotation(pod, L.LEADER_NAME_ANNOTATION))
             if leader is None or not (leader.get("spec") or {}).get("nodeName"):
                 self.unschedulable[(ns, name)] = None  # gang: workers wait for their leader's placement
+                held = _unscheduled_message(leader)
+                if held:  # the group does not fit: the worker is Unschedulable for the same reason
+                    self._unschedulable(pod, held, record)
                 return
         members = [needs]
         size = int(annotation(pod, L.SIZE_ANNOTATION) or 1)
@@ -140,6 +172,9 @@ class Kubelet:
         if placed is None:
             self.unschedulable[(ns, name)] = None
             self._unschedulable(pod, fit_error(self.c.scheduler, members, topo, gkey), record)
+            for w in range(1, size):  # its workers, already created, are held for the same reason
+                if (ns, f"{name}-{w}") in self.unschedulable:
+                    self.c.enqueue("pod", ns, f"{name}-{w}")
             return
         self.unschedulable.pop((ns, name), None)
         if wneeds is not None:
@@ -510,6 +545,14 @@ def _conds(now: str, *, ready: bool) -> list[dict]:
         {"type": "ContainersReady", "status": r, "lastTransitionTime": now},
         {"type": "Ready", "status": r, "lastTransitionTime": now},
     ]
+
+
+def _unscheduled_message(pod: dict | None) -> str:
+    """The message of a pod's PodScheduled=False condition, or ""."""
+    for c in ((pod or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or "")
+    return ""
 
 
 def _containers(pod: dict) -> list[dict]:

@@ -17,7 +17,6 @@ from lwsflow.sim.lws_spec import LwsView, view
 from lwsflow.sim.lws_webhook import SUBGROUP_POLICY_TYPE_ANNOTATION, SUBGROUP_SIZE_ANNOTATION
 from lwsflow.sim.podutil import (
     annotation,
-    default_pod_spec,
     is_ready,
     is_terminating,
     label,
@@ -190,7 +189,6 @@ class LwsController:
         self, lws: dict, v: LwsView, sts: dict | None, partition: int, replicas: int
     ) -> None:
         template = clone(v.leader_template)
-        default_pod_spec(template.setdefault("spec", {}))  # as the API server defaults the StatefulSet
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {
             **(tmeta.get("labels") or {}),
@@ -199,12 +197,13 @@ class LwsController:
             L.TEMPLATE_REVISION_HASH: v.revision,
         }
         ann = {**(tmeta.get("annotations") or {}), L.SIZE_ANNOTATION: str(v.size)}
-        for key in (L.EXCLUSIVE_TOPOLOGY, L.SUBGROUP_EXCLUSIVE_TOPOLOGY):
-            if v.annotations.get(key):
+        subgroups = _subgroup_annotations(v.revision_data)
+        for key in (L.EXCLUSIVE_TOPOLOGY, L.SUBGROUP_EXCLUSIVE_TOPOLOGY):  # the latter with sub-groups only
+            if v.annotations.get(key) and (key == L.EXCLUSIVE_TOPOLOGY or subgroups):
                 ann[key] = v.annotations[key]
         if v.subdomain_policy == "UniquePerReplica":
             ann[L.SUBDOMAIN_POLICY_ANNOTATION] = "UniquePerReplica"
-        ann.update(_subgroup_annotations(v.revision_data))
+        ann.update(subgroups)
         tmeta["annotations"] = ann
         spec = {
             "replicas": replicas,
@@ -219,6 +218,8 @@ class LwsController:
             "revisionHistoryLimit": 10,
             **_storage(v.revision_data),
         }
+        # compared with the stored one as the API server defaults it (the store does on the write)
+        self.c.store.defaulter.default(STS, {"spec": spec}, sts)
         meta_labels = {**v.labels, L.NAME: v.name, L.TEMPLATE_REVISION_HASH: v.revision}
         meta_ann = {**v.annotations, L.REPLICAS_ANNOTATION: str(v.replicas)}
         if sts is None:
@@ -304,6 +305,9 @@ class LwsController:
             "conditions": conds,
             "hpaPodSelector": old.get("hpaPodSelector") or f"{L.NAME}={v.name},{L.WORKER_INDEX}=0",
         }
+        for k in ("replicas", "readyReplicas", "updatedReplicas"):  # omitempty in upstream's types
+            if not status[k]:
+                del status[k]
         if status != old:
             store.replace(LWS, {**lws, "status": status}, subresource="status", check_version=False)
         if v.partition == 0 and upd_ready == v.replicas:  # updateDone: old revisions go
@@ -341,7 +345,6 @@ class LwsController:
         worker = self.worker_template(leader)
         if worker is None:
             return
-        default_pod_spec(worker.setdefault("spec", {}))
         tmeta = worker.setdefault("metadata", {})
         group_labels = {
             L.NAME: v.name,
@@ -362,7 +365,12 @@ class LwsController:
             if value is not None:
                 worker.setdefault("spec", {}).setdefault("nodeSelector", {})[topo] = value
         data = self.revision_data(ns, v.name, label(leader, L.TEMPLATE_REVISION_HASH)) or v.revision_data
-        ann.update(_subgroup_annotations(data))
+        # upstream's worker template (pod_controller.go) carries the sub-group size and exclusive
+        # topology, not the policy type the leader's template has
+        ann.update({k: val for k, val in _subgroup_annotations(data).items()
+                    if k != SUBGROUP_POLICY_TYPE_ANNOTATION})
+        if _subgroup_annotations(data) and v.annotations.get(L.SUBGROUP_EXCLUSIVE_TOPOLOGY):
+            ann[L.SUBGROUP_EXCLUSIVE_TOPOLOGY] = v.annotations[L.SUBGROUP_EXCLUSIVE_TOPOLOGY]
         if tpu_env.requests_tpus(leader.get("spec") or {}):
             ann[tpu_env.LEADER_REQUESTS_TPUS] = "true"
         tmeta["annotations"] = ann

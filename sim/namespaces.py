@@ -2,6 +2,10 @@
 namespaced object can only be created in a namespace that exists (the NamespaceLifecycle admission
 plugin answers 404 ``namespaces "x" not found``), and deleting a namespace deletes its contents.
 
+Every namespace gets what a real cluster's controllers put in it a moment after it appears
+(``populate``): the ``default`` ServiceAccount (serviceaccounts-controller) and the ConfigMap
+``kube-root-ca.crt`` (root-ca-cert-publisher) that every pod's token volume projects.
+
 The namespace controller's ``Terminating`` phase is not modelled: the contents go at once, with the
 namespace (docs/embedded-cluster.md, "Where it differs from a real cluster").
 """
@@ -38,6 +42,30 @@ def ensure_system_namespaces(store: Store) -> None:
                 store.create(kinds.NAMESPACE.key,
                              namespace_defaults({"apiVersion": "v1", "kind": "Namespace",
                                                  "metadata": {"name": ns}}))
+
+
+_ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such "
+    "as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
+    "distributions of Kubernetes clusters.")
+# the embedded cluster has no cluster CA (its API server's certificate is per process): a stand-in
+ROOT_CA_PEM = ("-----BEGIN CERTIFICATE-----\nbHdzZmxvdyBlbWJlZGRlZCBjbHVzdGVyOiBubyBjbHVzdGVyIENB\n"
+               "-----END CERTIFICATE-----\n")
+
+
+def populate(store: Store, ns: str) -> None:
+    """Create the ``default`` ServiceAccount and ``kube-root-ca.crt`` in ``ns`` when missing."""
+    if store.get_raw(kinds.NAMESPACE.key, "", ns) is None:
+        return
+    wanted: tuple[tuple[kinds.ResourceType, dict[str, Any]], ...] = (
+        (kinds.SERVICE_ACCOUNT, {"metadata": {"name": "default", "namespace": ns}}),
+        (kinds.CONFIGMAP, {"metadata": {"name": "kube-root-ca.crt", "namespace": ns, "annotations": {
+            "kubernetes.io/description": _ROOT_CA_DESCRIPTION}}, "data": {"ca.crt": ROOT_CA_PEM}}),
+    )
+    for rtype, obj in wanted:
+        if store.get_raw(rtype.key, ns, obj["metadata"]["name"]) is None:
+            with contextlib.suppress(AlreadyExists):
+                store.create(rtype.key, {"apiVersion": rtype.api_version, "kind": rtype.kind, **obj})
 
 
 def require_namespace(store: Store, rtype: kinds.ResourceType, ns: str) -> None:

@@ -131,25 +131,3 @@ def safe_hash(obj: object) -> str:
 @functools.lru_cache(maxsize=4096)
 def _safe_hash_text(text: str) -> str:
     return "".join(_SAFE[ord(d) % len(_SAFE)] for d in str(fnv32a(text.encode())))
-
-
-def default_pod_spec(spec: dict) -> None:
-    """The API server's defaulting that shows in an object: a ``fieldRef`` without ``apiVersion``
-    (env ``valueFrom``, downward API volumes) gets ``v1`` (SetDefaults_ObjectFieldSelector).
-    Anything not shaped as expected is left for validation to name."""
-    def items(v: object, key: str) -> list[dict]:
-        got = v.get(key) if isinstance(v, dict) else None
-        return [x for x in got if isinstance(x, dict)] if isinstance(got, list) else []
-
-    def sub(v: object, key: str) -> object:
-        return v.get(key) if isinstance(v, dict) else None
-
-    containers = [*items(spec, "initContainers"), *items(spec, "containers")]
-    refs = [sub(sub(e, "valueFrom"), "fieldRef") for c in containers for e in items(c, "env")]
-    for vol in items(spec, "volumes"):
-        projected = items(sub(vol, "projected"), "sources")
-        sources = [sub(vol, "downwardAPI")] + [sub(src, "downwardAPI") for src in projected]
-        refs += [sub(i, "fieldRef") for src in sources for i in items(src, "items")]
-    for ref in refs:
-        if isinstance(ref, dict) and not ref.get("apiVersion"):
-            ref["apiVersion"] = "v1"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve
 from lwsflow.controller.errors import AlreadyExists, Forbidden
-from lwsflow.sim import claims, lws_webhook, serviceaccounts
+from lwsflow.sim import claims, lws_webhook, serviceaccounts, sts_revisions
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.store import clone
 
@@ -89,6 +89,7 @@ class StatefulSetController:
         ghosts = {o: g for o, g in self._ghosts.pop(key, {}).items() if g[1] > now}
         fresh = {u: t for u, t in self._fresh.pop(key, {}).items() if t > now}
         pods: dict[int, dict] = {}
+        condemned: dict[int, dict] = {}
         for pname in self.c.owned_names(sts["metadata"]["uid"], "pods"):
             pod = store.get_raw("pods", ns, pname)
             if pod is None:
@@ -99,7 +100,10 @@ class StatefulSetController:
             if ordinal >= end or ordinal < start:
                 if claimed:  # whenScaled: Delete hands the claims to the pod first
                     claims.sync(store, sts, pname, pod, scaled_down=True)
-                self._delete(ns, pod, ordinal, ghosts, now)  # Parallel: condemned ordinals all go at once
+                if not is_terminating(pod):  # Parallel: condemned ordinals all go at once
+                    self._delete(ns, pod, ordinal, ghosts, now)
+                else:  # still counted (replicas, ready) until it is gone, as computeReplicaStatus does
+                    condemned[ordinal] = pod
                 continue
             pods[ordinal] = pod
         for ordinal in range(start, end):
@@ -121,12 +125,16 @@ class StatefulSetController:
                 del info[ordinal]
         for ordinal, (was_ready, _) in ghosts.items():  # terminating in the informer: counted, not current
             info.setdefault(ordinal, (was_ready, False, ""))
+        for ordinal, pod in condemned.items():
+            info.setdefault(ordinal, (is_ready(pod), False, _rev(pod)))
         if ghosts:
             self._ghosts[key] = ghosts
         if fresh:
             self._fresh[key] = fresh
         if ghosts or fresh:
             self._resync(ns, name, min([g[1] for g in ghosts.values()] + list(fresh.values())))
+        sts_revisions.sync(self.c, sts, update_rev, current_rev, spec.get("template") or {},
+                           {_rev(p) for p in pods.values()})
         self._write_status(sts, info, replicas, current_rev, update_rev)
 
     def _not_seen_yet(self, sts: dict) -> bool:
@@ -210,6 +218,7 @@ class StatefulSetController:
             "kind": "Pod",
             "metadata": {
                 "name": pname,
+                "generateName": f"{name}-",  # GetPodFromTemplate's prefix; the name is set as well
                 "namespace": ns,
                 "labels": {
                     **(tmeta.get("labels") or {}),
@@ -257,19 +266,20 @@ class StatefulSetController:
 
     def _write_status(self, sts: dict, info: dict[int, tuple[bool, bool, str]], replicas: int,
                       current_rev: str, update_rev: str) -> None:
+        # computeReplicaStatus: a terminating pod counts as present (and ready while it is), never
+        # as current or updated
         ready = sum(1 for r, _, _ in info.values() if r)
-        updated = sum(1 for _, _, rev in info.values() if rev == update_rev)
-        current = sum(1 for _, _, rev in info.values() if rev == current_rev)
+        updated = sum(1 for _, alive, rev in info.values() if alive and rev == update_rev)
+        current = sum(1 for _, alive, rev in info.values() if alive and rev == current_rev)
         present = len(info)
         if updated == present == replicas and ready == replicas:
             current_rev, current = update_rev, updated  # rolling update complete
+        counts = {"readyReplicas": ready, "currentReplicas": current, "updatedReplicas": updated}
         status = {
             "observedGeneration": sts["metadata"].get("generation", 1),
             "replicas": present,
-            "readyReplicas": ready,
+            **{k: n for k, n in counts.items() if n},  # omitempty: a 0 is not on the wire
             "availableReplicas": ready,
-            "currentReplicas": current,
-            "updatedReplicas": updated,
             "currentRevision": current_rev,
             "updateRevision": update_rev,
             "collisionCount": 0,

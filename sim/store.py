@@ -2,8 +2,10 @@
 
 Objects are plain dicts (the wire form), keyed by (resource key, namespace, name). The store owns
 resourceVersion (one global counter), uid, creationTimestamp, generation (bumped when anything but
-metadata and status changes), status-subresource separation, owner-reference garbage collection and
-the watch history. Thread-safe: the HTTP server and the simulation loop share one instance.
+metadata and status changes), status-subresource separation, kube-apiserver's defaulting of core
+kinds (``sim/defaulting``, on every write, so the controllers' objects get it too), graceful pod
+deletion, owner-reference garbage collection and the watch history. Thread-safe: the HTTP server
+and the simulation loop share one instance.
 
 Subscribers (``subscribe``) are called synchronously, under the store lock, after each committed
 change; they must only enqueue work, never block.
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 
 from lwsflow.controller.errors import AlreadyExists, BadRequest, Conflict, Gone, NotFound
 from lwsflow.sim import kinds
+from lwsflow.sim.defaulting import Defaulter
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 _T = TypeVar("_T")
@@ -83,8 +86,10 @@ class Watch:
 
 
 class Store:
-    def __init__(self, now: Callable[[], float] = time.time, *, history: int = _HISTORY) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, *, history: int = _HISTORY,
+                 defaulter: Defaulter | None = None) -> None:
         self.now = now
+        self.defaulter = defaulter or Defaulter()  # kube-apiserver's defaulting of core kinds
         self._lock = threading.RLock()
         self._rv = 0
         self._objects: dict[str, dict[tuple[str, str], dict]] = {t.key: {} for t in kinds.ALL}
@@ -156,10 +161,13 @@ class Store:
                                     details={"name": name, "kind": _plural(key)})
             obj.setdefault("apiVersion", rtype.api_version)
             obj.setdefault("kind", rtype.kind)
+            self.defaulter.default(key, obj, None)
+            self.defaulter.admit_new(key, obj)
             meta["uid"] = str(uuid.UUID(int=next(self._uids) | (0x4 << 76)))
             meta["creationTimestamp"] = rfc3339(self.now())
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
+            meta.pop("deletionGracePeriodSeconds", None)
             self._commit(key, bucket, (ns, name), obj, ADDED)
             return clone(obj)
 
@@ -192,15 +200,23 @@ class Store:
                 else:
                     rest, status = obj, old.get("status")
                     keep = "status" in old
-                new = {k: v if k == "status" else clone(v) for k, v in rest.items()}
+                # parts taken from the stored object are shared, not copied: stored objects are never
+                # changed in place (a write replaces them), and the pods' status writes are the
+                # simulator's hottest path. Metadata is always a copy (resourceVersion is set on it).
+                stored = rest is old
+                new = {k: v if k == "status" or (stored and k != "metadata") else clone(v)
+                       for k, v in rest.items()}
                 if keep:
-                    new["status"] = clone(status)
+                    new["status"] = status if status is old.get("status") else clone(status)
                 else:
                     new.pop("status", None)
             else:
                 new = clone(obj)
+            if subresource != "status":
+                self.defaulter.default(key, new, old)
             nmeta = new.setdefault("metadata", {})
-            for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+            for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp",
+                      "deletionGracePeriodSeconds"):
                 if k in old["metadata"]:
                     nmeta[k] = old["metadata"][k]
                 else:
@@ -213,7 +229,8 @@ class Store:
             nmeta["resourceVersion"] = old["metadata"]["resourceVersion"]
             if new == old:
                 return clone(old)  # no-op writes do not bump resourceVersion (as the API server)
-            if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers"):
+            if nmeta.get("deletionTimestamp") and not nmeta.get("finalizers") \
+                    and not nmeta.get("deletionGracePeriodSeconds"):
                 # the owner is gone now: its garbage collection runs
                 orphan = self._propagation.pop(nmeta["uid"], "") == "Orphan"
                 self._collect_dependants(nmeta["uid"], orphan=orphan)
@@ -231,8 +248,16 @@ class Store:
             return self.replace(key, obj, subresource=subresource, check_version=False)
 
     def delete(self, key: str, namespace: str, name: str, *, propagation: str = "Background",
-               resource_version: str | None = None, collect: bool = True) -> dict:
+               resource_version: str | None = None, collect: bool = True,
+               grace_period: int | None = None) -> dict:
         """Delete; owner-reference dependants go too (Background and Foreground alike, at once).
+
+        A pod is deleted gracefully, as the pod registry does it: unless its grace period is 0 it
+        only gets ``deletionTimestamp`` (now + the period) and ``deletionGracePeriodSeconds`` and
+        stays, Terminating, until the kubelet deletes it with period 0 once its containers stopped.
+        The period is ``grace_period`` (DeleteOptions.gracePeriodSeconds) or the pod's
+        ``terminationGracePeriodSeconds``; 0 for a pod no node holds or that has finished. A second
+        delete may only shorten it.
 
         Objects with finalizers only get ``deletionTimestamp`` until their finalizers are removed;
         their dependants stay until then, as the garbage collector keeps dependants of an owner that
@@ -249,21 +274,42 @@ class Store:
             if resource_version and resource_version != old["metadata"]["resourceVersion"]:
                 raise Conflict(f'{_plural(key)} "{name}": precondition failed: resourceVersion')
             uid = old["metadata"]["uid"]
+            if key == kinds.POD.key:
+                grace = _pod_grace(old, grace_period)
+                if grace > 0:
+                    return self._terminate(key, bucket, (ns or "", name), old, grace, propagation)
             if old["metadata"].get("finalizers"):
                 # Background and Orphan: dependants stay while the owner still exists (terminating);
                 # Foreground: they go first (at once here). The rest happens when it is removed.
                 if propagation == "Foreground":
                     self._collect_dependants(uid)
                 self._propagation.setdefault(uid, propagation)
-                if not old["metadata"].get("deletionTimestamp"):
+                if not old["metadata"].get("deletionTimestamp") \
+                        or old["metadata"].get("deletionGracePeriodSeconds"):
                     new = clone(old)
-                    new["metadata"]["deletionTimestamp"] = rfc3339(self.now())
+                    new["metadata"].setdefault("deletionTimestamp", rfc3339(self.now()))
+                    if "deletionGracePeriodSeconds" in new["metadata"]:
+                        new["metadata"]["deletionGracePeriodSeconds"] = 0
                     self._commit(key, bucket, (ns or "", name), new, MODIFIED)
                     return clone(new)
                 return clone(old)
             if collect:
                 self._collect_dependants(uid, orphan=propagation == "Orphan")
             return self._remove(key, bucket, (ns or "", name))
+
+    def _terminate(self, key: str, bucket: dict, ident: tuple[str, str], old: dict, grace: int,
+                   propagation: str) -> dict:
+        """Graceful deletion: mark the object, or shorten the period of one already marked."""
+        meta = old["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        self._propagation.setdefault(meta["uid"], propagation)
+        if meta.get("deletionTimestamp") and current is not None and int(current) <= grace:
+            return clone(old)
+        new = clone(old)
+        new["metadata"]["deletionTimestamp"] = rfc3339(self.now() + grace)
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._commit(key, bucket, ident, new, MODIFIED)
+        return clone(new)
 
     # -- watches and subscribers ---------------------------------------------------------------------
     def watch(self, key: str, namespace: str | None = None, *, since: str | int | None = None,
@@ -357,6 +403,17 @@ def clone(obj: _T) -> _T:
     if t in (str, int, float, bool) or obj is None:
         return obj
     return copy.deepcopy(obj)
+
+
+def _pod_grace(pod: dict, requested: int | None) -> int:
+    """The grace period of a pod's deletion (pkg/registry/core/pod CheckGracefulDelete)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if requested is not None:
+        return max(0, int(requested))
+    period = spec.get("terminationGracePeriodSeconds")
+    return 30 if period is None else max(0, int(period))
 
 
 def _spec_part(obj: dict) -> dict:

@@ -111,29 +111,31 @@ def spec_errors(spec: dict[str, Any], path: str, *, in_ds: bool = False) -> list
 
 
 def _subgroup_errors(lwt: dict[str, Any], lwt_path: str, size: int | None) -> list[FieldError]:
+    """validateUpdateSubGroupPolicy (leaderworkerset_webhook.go): every rule that fails is reported,
+    under upstream's field path, which spells the Go field (``SubGroupPolicy.subGroupSize``)."""
     sgp = lwt.get("subGroupPolicy")
     if not isinstance(sgp, dict):
         return []
-    sg_path = f"{lwt_path}.subGroupPolicy.subGroupSize"
+    sg_path = f"{lwt_path}.SubGroupPolicy.subGroupSize"
     sg = as_int(sgp.get("subGroupSize"))
     if "subGroupSize" not in sgp or sgp["subGroupSize"] is None:
         return [FieldError(sg_path, "Required value")]
     if sg is None:
         return []  # wrong type: the schema check reports it
-    if sg < 1:
-        return [FieldError(sg_path, f"Invalid value: {sg}: subGroupSize must be at least 1")]
+    if sg < 1:  # upstream goes on to divide by it; nothing else is checked here
+        return [FieldError(sg_path, f"Invalid value: {sg}: subGroupSize must be equal or greater than 1")]
     if size is None or size < 1:
         return []
-    if sg > size:
-        return [FieldError(sg_path, f"Invalid value: {sg}: subGroupSize cannot be larger than size ({size})")]
-    if sgp.get("subGroupPolicyType") == "LeaderExcluded":
-        if (size - 1) % sg:
-            return [FieldError(sg_path, f"Invalid value: {sg}: size - 1 ({size - 1}) must be divisible by "
-                                        "subGroupSize when subGroupPolicyType is LeaderExcluded")]
-    elif size % sg and (size - 1) % sg:
-        return [FieldError(sg_path, f"Invalid value: {sg}: size ({size}) or size - 1 must be divisible "
-                                    "by subGroupSize")]
-    return []
+    out = []
+    if size % sg and (size - 1) % sg:
+        out.append(FieldError(sg_path, f"Invalid value: {sg}: size or size - 1 must be divisible by "
+                                       "subGroupSize"))
+    if size < sg:
+        out.append(FieldError(sg_path, f"Invalid value: {sg}: subGroupSize cannot be larger than size"))
+    if sgp.get("subGroupPolicyType") == "LeaderExcluded" and (size - 1) % sg:
+        out.append(FieldError(sg_path, f"Invalid value: {sg}: size-1 must be divisible by subGroupSize "
+                                       "when using LeaderExcluded"))
+    return out
 
 
 def _v1_extension_errors(spec: dict[str, Any], lwt: dict[str, Any], path: str) -> list[FieldError]:

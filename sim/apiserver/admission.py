@@ -18,6 +18,7 @@ from typing import Any
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import core_admission, crds, rbac_validation
+from lwsflow.sim.defaulting import Defaulter
 from lwsflow.sim.store import rfc3339
 
 _CRD_GROUPS = ("leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io",
@@ -119,9 +120,11 @@ def check_unknown(rtype: kinds.ResourceType, obj: dict[str, Any], field_validati
 
 
 def admit(
-    rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, field_validation: str
+    rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, field_validation: str,
+    defaulter: Defaulter | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does."""
+    """The object to store (pruned, defaulted) and the warnings; raises 400/422 as the API does.
+    ``defaulter``: the store's, so that validation and a dry run see the defaulted object."""
     name = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName", "")
     if rtype.group == rbac_validation.GROUP:
         rbac_validation.default(rtype, obj)
@@ -148,6 +151,8 @@ def admit(
         return obj, warnings
     if not is_crd(rtype):
         core_admission.default(rtype, obj)
+        if defaulter is not None:
+            defaulter.default(rtype.key, obj, old)
         errors = core_admission.validate(rtype, obj, old)
         if errors:
             raise invalid(rtype, name, errors)
@@ -156,6 +161,11 @@ def admit(
     from lwsflow.controller.api.validation import validate_object, validate_update
 
     warnings = check_unknown(rtype, obj, field_validation)
+    meta_name = (obj.get("metadata") or {}).get("name")
+    # the API server's own check of a custom resource's name (RFC 1123 subdomain) fails the request
+    # before any validating webhook (the LWS one wants a DNS-1035 label) is called
+    if old is None and meta_name and (errors := core_admission.name_errors(str(meta_name))):
+        raise invalid(rtype, name, errors)
     obj = default_object(obj)
     errors = validate_object(obj)
     if old is not None:

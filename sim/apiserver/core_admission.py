@@ -13,7 +13,6 @@ from typing import Any
 
 from lwsflow.controller.errors import FieldError
 from lwsflow.sim import kinds
-from lwsflow.sim.podutil import default_pod_spec
 
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -46,14 +45,8 @@ _STS_FORBIDDEN = (
 
 
 def default(rtype: kinds.ResourceType, obj: dict[str, Any]) -> None:
-    """Built-in defaulting: a Secret's type, and its stringData written into data (base64); a Pod's and
-    a StatefulSet template's ``fieldRef.apiVersion``."""
-    spec = obj.get("spec")
-    if rtype is kinds.STATEFULSET:
-        template = spec.get("template") if isinstance(spec, dict) else None
-        spec = template.get("spec") if isinstance(template, dict) else None
-    if rtype in (kinds.POD, kinds.STATEFULSET) and isinstance(spec, dict):
-        default_pod_spec(spec)
+    """A Secret's type, and its stringData written into data (base64). The defaults of the other core
+    kinds are the store's (``sim/defaulting``), so the embedded controllers' writes get them too."""
     if rtype is kinds.SECRET:
         if not obj.get("type"):
             obj["type"] = "Opaque"
@@ -69,12 +62,7 @@ def validate(rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any]
     errors: list[FieldError] = []
     name = (obj.get("metadata") or {}).get("name")
     if old is None and name and rtype.key not in _FREE_NAMES:
-        pattern, limit, message = _NAME_RULES.get(rtype.key, _SUBDOMAIN_RULE)
-        if len(name) > limit:
-            errors.append(FieldError("metadata.name",
-                                     f'Invalid value: "{name}": must be no more than {limit} characters'))
-        elif not pattern.fullmatch(name):
-            errors.append(FieldError("metadata.name", f'Invalid value: "{name}": {message}'))
+        errors += name_errors(name, _NAME_RULES.get(rtype.key, _SUBDOMAIN_RULE))
     raw_spec = obj.get("spec")
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     if rtype is kinds.POD:
@@ -86,6 +74,18 @@ def validate(rtype: kinds.ResourceType, obj: dict[str, Any], old: dict[str, Any]
         if fixed != {k: v for k, v in (old.get("spec") or {}).items() if k not in _STS_MUTABLE}:
             errors.append(FieldError("spec", f"Forbidden: {_STS_FORBIDDEN}"))
     return errors
+
+
+def name_errors(name: str, rule: tuple[re.Pattern[str], int, str] = _SUBDOMAIN_RULE) -> list[FieldError]:
+    """``metadata.name`` against a name rule (default: the RFC 1123 subdomain every object's name
+    must be, custom resources included)."""
+    pattern, limit, message = rule
+    if len(name) > limit:
+        return [FieldError("metadata.name",
+                           f'Invalid value: "{name}": must be no more than {limit} characters')]
+    if not pattern.fullmatch(name):
+        return [FieldError("metadata.name", f'Invalid value: "{name}": {message}')]
+    return []
 
 
 def _containers(spec: dict[str, Any]) -> list[FieldError]:

@@ -14,8 +14,12 @@ _SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
 
 
 def default(rtype: kinds.ResourceType, obj: dict[str, Any]) -> None:
-    """SetDefaults_Subject: User and Group subjects default their apiGroup to the RBAC group."""
+    """SetDefaults_Subject: User and Group subjects default their apiGroup to the RBAC group, and so
+    does a binding's ``roleRef``."""
     if rtype in (kinds.ROLE_BINDING, kinds.CLUSTER_ROLE_BINDING):
+        ref = obj.get("roleRef")
+        if isinstance(ref, dict) and not ref.get("apiGroup"):
+            ref["apiGroup"] = GROUP  # SetDefaults_RoleBinding / _ClusterRoleBinding
         for s in obj.get("subjects") or ():
             if isinstance(s, dict) and "apiGroup" not in s and s.get("kind") in ("User", "Group"):
                 s["apiGroup"] = GROUP

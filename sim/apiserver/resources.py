@@ -160,7 +160,8 @@ class Resources:
         obj.setdefault("kind", route.rtype.kind)
         if route.rtype.has_status and route.rtype.key != kinds.NAMESPACE.key:
             obj.pop("status", None)  # status is written through the status subresource only
-        for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "deletionTimestamp"):
+        for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "deletionTimestamp",
+                  "deletionGracePeriodSeconds"):
             obj["metadata"].pop(k, None)
         if route.rtype is kinds.NAMESPACE:
             namespace_defaults(obj)  # no namespace controller: Active at once
@@ -173,7 +174,7 @@ class Resources:
         require_namespace(self.store, route.rtype, obj["metadata"].get("namespace", ""))
         if route.rtype is kinds.POD:
             serviceaccounts.admit_pod(self.store, obj)
-        obj, opts.warnings = admit(route.rtype, obj, None, opts.field_validation)
+        obj, opts.warnings = admit(route.rtype, obj, None, opts.field_validation, self.store.defaulter)
         ssa.record_update(None, obj, opts.manager, rfc3339(self.store.now()))
         if opts.dry_run:
             return obj
@@ -260,7 +261,7 @@ class Resources:
                 claims.bind(new)
             if route.rtype is kinds.POD:
                 serviceaccounts.admit_pod(self.store, new)
-            new, _ = admit(route.rtype, new, None, "Ignore")
+            new, _ = admit(route.rtype, new, None, "Ignore", self.store.defaulter)
             if opts.dry_run:
                 return new
             return self.store.create(route.rtype.key, new)
@@ -270,7 +271,7 @@ class Resources:
             new = {**old, "status": ssa.ssa_merge(old.get("status") or {}, applied.get("status") or {})}
         else:
             new = ssa.apply(old, applied, opts.manager, opts.force, now)
-        obj, _ = admit(route.rtype, new, old, "Ignore")
+        obj, _ = admit(route.rtype, new, old, "Ignore", self.store.defaulter)
         if opts.dry_run:
             return obj
         return self.store.replace(route.rtype.key, obj, subresource=route.subresource, check_version=False)
@@ -299,7 +300,7 @@ class Resources:
                     if "status" in old
                     else {k: v for k, v in new.items() if k != "status"}
                 )
-            obj, opts.warnings = admit(t, new, old, opts.field_validation)
+            obj, opts.warnings = admit(t, new, old, opts.field_validation, self.store.defaulter)
             # ownership is the server's record: managedFields sent by the client are not taken over
             ssa.record_update(old, obj, opts.manager, rfc3339(self.store.now()))
         if opts.dry_run:
@@ -310,6 +311,7 @@ class Resources:
         opts = body if isinstance(body, dict) else {}
         propagation = q.get("propagationPolicy") or opts.get("propagationPolicy") or "Background"
         rv = (opts.get("preconditions") or {}).get("resourceVersion")
+        grace = _grace_period(q, opts)
         if q.get("dryRun") == "All" or "All" in (opts.get("dryRun") or []):
             return self.store.get(route.rtype.key, route.namespace, route.name)
         if route.rtype is kinds.NAMESPACE and route.name in SYSTEM_NAMESPACES:
@@ -319,7 +321,8 @@ class Resources:
             )
         with self.store.lock:
             obj = self.store.delete(
-                route.rtype.key, route.namespace, route.name, propagation=propagation, resource_version=rv
+                route.rtype.key, route.namespace, route.name, propagation=propagation, resource_version=rv,
+                grace_period=grace,
             )
             if route.rtype is kinds.NAMESPACE:
                 purge_namespace(self.store, route.name)
@@ -352,6 +355,7 @@ class Resources:
                         o["metadata"].get("namespace", ""),
                         o["metadata"]["name"],
                         propagation=q.get("propagationPolicy") or "Background",
+                        grace_period=_grace_period(q, {}),
                     )
                 )
             except NotFound:
@@ -417,6 +421,17 @@ class Resources:
             main = Route(t, route.namespace, route.name, "")
             obj = self._commit(main, old, new, opts)
             return self.scale_of(t, obj)
+
+
+def _grace_period(q: dict[str, str], opts: dict[str, Any]) -> int | None:
+    """DeleteOptions.gracePeriodSeconds from the body or the query (``kubectl delete --grace-period``)."""
+    raw = opts.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise BadRequest(f"invalid gracePeriodSeconds: {raw!r}") from None
 
 
 def _set_dotted(obj: dict[str, Any], path: str, value: Any) -> None:

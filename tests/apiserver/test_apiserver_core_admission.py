@@ -116,3 +116,40 @@ def test_field_ref_api_version_is_defaulted(server) -> None:
     status, _, body = http(server, "POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
     container = body["spec"]["template"]["spec"]["containers"][0]
     assert status == 201 and container["env"][0]["valueFrom"]["fieldRef"]["apiVersion"] == "v1"
+
+
+def _lws(name: str, size: int = 2, **subgroups: object) -> dict:
+    lwt: dict = {"size": size, "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    if subgroups:
+        lwt["subGroupPolicy"] = subgroups
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name}, "spec": {"replicas": 1, "leaderWorkerTemplate": lwt}}
+
+
+LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets"
+
+
+def test_custom_resource_name_is_an_rfc1123_subdomain_before_the_webhook_rule(server) -> None:
+    """As on the reference cluster: kube-apiserver refuses a name that is no RFC 1123 subdomain before
+    the LWS webhook runs; a subdomain that is no DNS-1035 label reaches the webhook's rule."""
+    status, _, body = http(server, "POST", LWS_PATH, _lws("Bad_Name"))
+    assert status == 422
+    assert body["message"] == ('LeaderWorkerSet.leaderworkerset.x-k8s.io "Bad_Name" is invalid: '
+                               f'metadata.name: Invalid value: "Bad_Name": {SUBDOMAIN}')
+    status, _, body = http(server, "POST", LWS_PATH, _lws("1abc"))
+    assert status == 422 and 'Invalid value: "1abc": a DNS-1035 label must consist of' in body["message"]
+
+
+def test_subgroup_divisibility_reports_upstreams_errors_and_path(server) -> None:
+    """v0.9.0's validateUpdateSubGroupPolicy, as the reference cluster answers: the Go field's path,
+    and both failing rules for LeaderExcluded."""
+    path = "spec.leaderWorkerTemplate.SubGroupPolicy.subGroupSize"
+    status, _, body = http(server, "POST", LWS_PATH, _lws("sg", 5, subGroupSize=3))
+    assert status == 422
+    assert [(c["field"], c["message"]) for c in body["details"]["causes"]] == [
+        (path, "Invalid value: 3: size or size - 1 must be divisible by subGroupSize")]
+    status, _, body = http(server, "POST", LWS_PATH,
+                           _lws("sg", 5, subGroupSize=3, subGroupPolicyType="LeaderExcluded"))
+    assert [c["message"] for c in body["details"]["causes"]] == [
+        "Invalid value: 3: size or size - 1 must be divisible by subGroupSize",
+        "Invalid value: 3: size-1 must be divisible by subGroupSize when using LeaderExcluded"]

@@ -267,3 +267,15 @@ def test_rbac_objects_are_validated_like_kube_apiserver(server: ApiServer) -> No
     assert status == 422 and body["message"] == (
         'RoleBinding.rbac.authorization.k8s.io "rb" is invalid: roleRef: Invalid value: rbac.RoleRef{'
         'APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", Name:"edit"}: cannot change roleRef')
+
+
+def test_binding_role_ref_api_group_is_defaulted(server: ApiServer) -> None:
+    """SetDefaults_RoleBinding: a roleRef without apiGroup gets the RBAC group (kube-apiserver
+    defaults it before validation, so the binding is admitted)."""
+    _namespace(server, NS)
+    status, _, body = http(server, "POST", f"{RBAC}/namespaces/{NS}/rolebindings", {
+        "metadata": {"name": "plain"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice"}]})
+    assert status == 201, body
+    assert body["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
+    assert body["subjects"][0]["apiGroup"] == "rbac.authorization.k8s.io"

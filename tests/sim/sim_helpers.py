@@ -122,3 +122,9 @@ def make_ds(name: str = "pd", *, prefill: int = 6, decode: int = 2, image: str =
             "spec": {"roles": [role("prefill", prefill), role("decode", decode)]}}
 
 
+
+
+def lws_revisions(c: Cluster) -> list[dict]:
+    """The LWS controller's ControllerRevisions (not the StatefulSet controller's) in NS."""
+    return [r for r in c.store.list("controllerrevisions.apps", NS)[0]
+            if r["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"]

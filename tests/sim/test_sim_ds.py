@@ -34,6 +34,11 @@ def test_child_lws_names_labels_and_status():
     assert auto.items() <= child["metadata"]["labels"].items()
     tlabels = child["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
     assert auto.items() <= tlabels.items()
+    # created through the API upstream, so the CRD's and the LWS webhook's defaults are there
+    assert child["spec"]["networkConfig"] == {"subdomainPolicy": "Shared"}
+    assert child["spec"]["rolloutStrategy"]["type"] == "RollingUpdate"
+    assert child["spec"]["startupPolicy"] == "LeaderCreated"
+    assert child["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert child["metadata"]["ownerReferences"][0]["kind"] == "DisaggregatedSet"
     conds = {x["type"]: x["status"] for x in ds["status"]["conditions"]}
     assert conds == {"Available": "False", "Progressing": "True"}

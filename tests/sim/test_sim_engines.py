@@ -35,7 +35,7 @@ def test_leader_pods_serve_on_their_pod_ip():
         with pytest.raises(urllib.error.URLError):  # workers hold shards, they serve nothing
             urllib.request.urlopen(f"http://{worker_ip}:{port}/v1/models", timeout=2)
         inject(c, Fault(kind="delete-pod", pod="demo-0"))
-        c.settle()
+        c.advance(c.config.timings.container_stop_s)  # the engine stops with its container
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(f"http://{ip}:{port}/v1/models", timeout=2)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sim_helpers import NS, available, counters, groups, make_lws, pod_template, small_config
 
 from lwsflow.sim.cluster import Cluster
@@ -28,7 +29,7 @@ def test_crash_recreates_whole_group_others_untouched(cluster: Cluster):
     g1 = _uids(cluster, "demo-1")
     wsts1 = cluster.store.get(STS, NS, "demo-1")["metadata"]["uid"]
     inject(cluster, Fault(kind="crash", pod="demo-1-2"))
-    cluster.settle()
+    cluster.advance(cluster.config.timings.container_stop_s)  # the old group terminates first
     assert set(_uids(cluster, "demo-1").values()).isdisjoint(g1.values())  # every pod of group 1 is new
     assert cluster.store.get(STS, NS, "demo-1")["metadata"]["uid"] != wsts1
     assert _uids(cluster, "demo-0") == g0 and _uids(cluster, "demo-2") == g2
@@ -68,10 +69,11 @@ def test_worker_deletion_recreates_group_but_not_after_start_policy(cluster: Clu
     a_leader, b_leader = _uids(cluster, "a-0")["a-0"], _uids(cluster, "b-0")["b-0"]
     inject(cluster, Fault(kind="delete-pod", pod="a-0-1"))
     inject(cluster, Fault(kind="delete-pod", pod="b-0-1"))
-    cluster.settle()
+    cluster.advance(cluster.config.timings.container_stop_s)  # the deleted workers terminate first
     assert cluster.store.get("pods", NS, "a-0")["metadata"]["uid"] != a_leader
-    assert cluster.store.get("pods", NS, "b-0")["metadata"]["uid"] == b_leader  # group short: skipped
-    assert cluster.store.try_get("pods", NS, "b-0-1") is not None  # its StatefulSet recreated the worker
+    # upstream's pendingPodsInGroup runs when the worker gets its deletionTimestamp: the terminating
+    # worker still counts, the group is whole and nothing is Pending, so AfterStart recreates it too
+    assert cluster.store.get("pods", NS, "b-0")["metadata"]["uid"] != b_leader
 
 
 def test_restart_below_partition_comes_back_on_old_template(cluster: Cluster):
@@ -150,8 +152,13 @@ def test_lifecycle_timings_image_cache_and_hooks():
     assert seen == [("run", "demo-0", ip)]
     inject(c, Fault(kind="delete-pod", pod="demo-0"))
     t0 = c.now()
+    assert c.store.get("pods", NS, "demo-0")["metadata"]["deletionGracePeriodSeconds"] == 30
+    uid = c.store.get("pods", NS, "demo-0")["metadata"]["uid"]
+    c.run_until(lambda c: (c.store.try_get("pods", NS, "demo-0") or {"metadata": {}})["metadata"].get("uid")
+                != uid, 60)
+    assert c.now() - t0 == c.config.timings.container_stop_s  # Terminating until its container stopped
     c.run_until(available(), 3600)
-    assert c.now() - t0 == 5 + 100  # same node, image cached
+    assert c.now() - t0 == pytest.approx(c.config.timings.container_stop_s + 5 + 100)  # image cached
     assert seen[1] == ("stop", "demo-0", ip) and seen[2][0] == "run"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim_helpers import NS, available, make_lws, pod_template
+from sim_helpers import NS, available, lws_revisions, make_lws, pod_template
 
 from lwsflow.controller.api import labels as L
 from lwsflow.sim.cluster import Cluster
@@ -22,8 +22,9 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     assert leader["spec"]["serviceName"] == "demo"
     assert leader["spec"]["podManagementPolicy"] == "Parallel"
     assert leader["spec"]["selector"]["matchLabels"] == {L.NAME: "demo", L.WORKER_INDEX: "0"}
-    # maxUnavailable = max(1, U + S) on the leader sts
-    assert leader["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0, "maxUnavailable": 2}
+    # the controller writes maxUnavailable = max(1, U + S); the API server drops it while the
+    # MaxUnavailableStatefulSet gate is off (the default; with it on: test_sim_lws_status_fidelity)
+    assert leader["spec"]["updateStrategy"]["rollingUpdate"] == {"partition": 0}
     assert leader["metadata"]["annotations"][L.REPLICAS_ANNOTATION] == "2"
     assert leader["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
     worker = st.get(STS, NS, "demo-1")
@@ -44,7 +45,7 @@ def test_leader_and_worker_statefulsets_pods_service_and_revision(cluster: Clust
     # upstream CreateHeadlessServiceIfNotExists labels the Service with the set's name
     # (pkg/utils/controller/controller_utils.go, v0.9.0 and later)
     assert svc["metadata"]["labels"] == {L.NAME: "demo"}
-    revs = st.list("controllerrevisions.apps", NS)[0]
+    revs = lws_revisions(cluster)
     assert [r["metadata"]["labels"][L.TEMPLATE_REVISION_HASH] for r in revs] == [rev]
     assert set(revs[0]["data"]["spec"]) == {"leaderWorkerTemplate", "networkConfig"}
 
@@ -149,7 +150,8 @@ def test_hpa_selector_and_observed_generation(cluster: Cluster):
 
 def test_subgroup_labels(cluster: Cluster):
     """§b subgroup-index: (w-1)/n when (size-1) % n == 0 and size % n != 0, else w/n; the
-    subgroup-size / subgroup-policy-type annotations; LeaderExcluded leaves the leader out."""
+    subgroup-size annotation (and subgroup-policy-type on the leader); LeaderExcluded leaves the
+    leader out."""
     for name, policy in (("lw", "LeaderWorker"), ("lx", "LeaderExcluded")):
         cluster.store.create(LWS, make_lws(name, replicas=1, size=5, gpus=1, leaderWorkerTemplate={
             "size": 5, "workerTemplate": pod_template(gpus=1),
@@ -163,7 +165,10 @@ def test_subgroup_labels(cluster: Cluster):
     assert [idx(f"lx-0-{w}") for w in range(1, 5)] == ["0", "0", "1", "1"]
     ann = cluster.store.get("pods", NS, "lw-0-3")["metadata"]["annotations"]
     assert ann["leaderworkerset.sigs.k8s.io/subgroup-size"] == "2"
-    assert ann["leaderworkerset.sigs.k8s.io/subgroup-policy-type"] == "LeaderWorker"
+    # the policy type is the leader's only: upstream's worker template never carries it
+    assert "leaderworkerset.sigs.k8s.io/subgroup-policy-type" not in ann
+    leader_ann = cluster.store.get("pods", NS, "lx-0")["metadata"]["annotations"]
+    assert leader_ann["leaderworkerset.sigs.k8s.io/subgroup-policy-type"] == "LeaderExcluded"
     keys = {cluster.store.get("pods", NS, f"lw-0-{w}")["metadata"]["labels"][L.SUBGROUP_KEY] for w in (1, 2)}
     assert len(keys) == 1
 
@@ -173,13 +178,14 @@ def test_delete_and_recreate_same_name(cluster: Cluster):
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
     cluster.store.delete(LWS, NS, "demo")
-    cluster.settle()
-    for key in ("pods", STS, "services", "controllerrevisions.apps"):
-        assert cluster.store.list(key, NS)[0] == []
+    keys = ("pods", STS, "services", "controllerrevisions.apps")
+    # leaders terminate, then the garbage collector deletes their worker StatefulSets, whose pods
+    # terminate in turn
+    cluster.run_until(lambda c: not any(c.store.list(key, NS)[0] for key in keys), 60)
     assert all(n.used_gpus == 0 for n in cluster.scheduler.nodes.values())  # resources released
     cluster.store.create(LWS, make_lws("demo", replicas=2, size=2))
     cluster.run_until(available("demo"), 3600)
-    assert len(cluster.store.list("controllerrevisions.apps", NS)[0]) == 1
+    assert len(lws_revisions(cluster)) == 1
 
 
 def test_orphan_deletion_strips_owner_refs_and_a_new_statefulset_adopts_the_pods(cluster: Cluster):

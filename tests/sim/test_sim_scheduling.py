@@ -27,7 +27,9 @@ def test_gang_places_all_pods_of_a_group_or_none():
     assert placed in (["demo-0", "demo-0-1"], ["demo-1", "demo-1-1"])  # one whole group, not 3 pods
     stuck = "demo-1" if "demo-0" in placed else "demo-0"
     ev = [e for e in c.store.list("events", NS)[0] if e["reason"] == "FailedScheduling"]
-    assert ev and ev[0]["involvedObject"]["name"] == stuck and ev[0]["type"] == "Warning"
+    # the stuck leader and its held worker both get kube-scheduler's Warning
+    assert {e["involvedObject"]["name"] for e in ev} == {stuck, f"{stuck}-1"}
+    assert {e["type"] for e in ev} == {"Warning"}
     c.store.delete(LWS, NS, "hog")  # capacity comes back: the whole group schedules
     c.run_until(available("demo"), 3600)
     assert len({_node(c, p) for p in scheduled}) == 4
@@ -200,3 +202,17 @@ def test_gang_and_exclusive_topology_reasons():
     assert _scheduled_cond(c, f"demo-{stuck}")["message"] == (
         "0/10 nodes are available: 2 Insufficient nvidia.com/gpu, 8 node(s) didn't match pod anti-affinity "
         "rules. preemption: 0/10 nodes are available: 10 No preemption victims found for incoming pod.")
+
+
+def test_gang_held_workers_are_unschedulable_for_their_groups_reason():
+    """A group that does not fit: the leader gets kube-scheduler's fit error, and its workers, held
+    by the gang, get PodScheduled=False/Unschedulable with the same message (not no condition)."""
+    c = Cluster(small_config(nodes=1, domains=1))
+    c.store.create(LWS, make_lws("big", replicas=1, size=3))  # 3 pods x 8 GPUs on one 8-GPU node
+    c.advance(30)
+    leader = _scheduled_cond(c, "big-0")
+    assert leader["status"] == "False" and leader["message"].startswith("0/3 nodes are available")
+    for worker in ("big-0-1", "big-0-2"):
+        cond = _scheduled_cond(c, worker)
+        assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable",
+                                                                      leader["message"])

@@ -21,7 +21,7 @@ def test_status_write_keeps_the_stored_spec_and_takes_only_the_status() -> None:
     store = Store(now=lambda: 0.0)
     store.create(STS, _sts(1))
     out = store.replace(STS, _sts(5, {"replicas": 1}), subresource="status", check_version=False)
-    assert out["spec"] == {"replicas": 1}  # the caller's spec is ignored on the status subresource
+    assert out["spec"]["replicas"] == 1  # the caller's spec is ignored on the status subresource
     assert out["status"] == {"replicas": 1}
     assert out["metadata"]["generation"] == 1
     cleared = store.replace(STS, _sts(5), subresource="status", check_version=False)
@@ -33,7 +33,7 @@ def test_spec_write_keeps_the_stored_status_and_bumps_generation() -> None:
     store.create(STS, _sts(1))
     store.replace(STS, _sts(1, {"replicas": 1}), subresource="status", check_version=False)
     out = store.replace(STS, _sts(3, {"replicas": 99}), check_version=False)
-    assert out["spec"] == {"replicas": 3}
+    assert out["spec"]["replicas"] == 3
     assert out["status"] == {"replicas": 1}  # the caller's status is ignored on the main resource
     assert out["metadata"]["generation"] == 2
     plain = store.replace(STS, _sts(3), check_version=False)  # no status in the body keeps it too
@@ -54,7 +54,7 @@ def test_answers_and_events_are_copies_the_caller_cannot_corrupt() -> None:
     status["conditions"].append({"type": "Bogus"})
     written["status"]["conditions"].clear()
     live = store.get(STS, "ns", "web")
-    assert live["spec"] == {"replicas": 1}
+    assert live["spec"]["replicas"] == 1
     assert live["status"] == {"replicas": 1, "conditions": [{"type": "Ready"}]}
     assert events[-1].type == MODIFIED and events[-1].object["status"] == live["status"]
 
