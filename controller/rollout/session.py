@@ -73,6 +73,16 @@ def clock_for(kube: Kube) -> Clock:
     return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
+def cluster_clock(kube: Kube) -> Clock:
+    """The embedded cluster's virtual clock; refused (``--cluster-clock``) when the server has none."""
+    try:
+        first = kube.get_json(_CLOCK_PATH)
+    except (NotFound, Forbidden) as exc:
+        raise InvalidInput(f"the cluster serves no {_CLOCK_PATH} (only the embedded cluster has a "
+                           "virtual clock)", field="cluster-clock") from exc
+    return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
+
+
 def load_manifests(path: str | Path, target: Target) -> dict[str, Obj]:
     """The target's documents from ``--manifest``: {"": obj} or, for a pair, {"decode": .., "prefill": ..}."""
     p = Path(path)

@@ -2,7 +2,11 @@
 
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
         [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
-        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local]
+        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local] [--cluster-clock]
+
+Time is the wall clock; ``--cluster-clock`` (the demo and the tests, against the embedded cluster)
+follows the embedded cluster's virtual clock instead (``GET /lwsflow/v1/clock``). Without it the
+controller never asks a cluster for that path.
 
 Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts; a replica
 that loses the lease exits (its Deployment restarts it as a standby).
@@ -63,9 +67,13 @@ def run(
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
                                                     "'local' to run one here that scrapes the watched pods")]
     = None,
+    cluster_clock: Annotated[bool, typer.Option(
+        "--cluster-clock", help="follow the embedded cluster's virtual clock (demo and tests only)")]
+    = False,
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
     from lwsflow.controller.api.duration import parse_duration
+    from lwsflow.controller.clock import WallClock
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.incluster.leader import LeaderElector
     from lwsflow.controller.incluster.manager import Controller
@@ -83,7 +91,7 @@ def run(
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")
     _configure_logging()
     kube = Kube.connect(kubeconfig)
-    clock = session.clock_for(kube)
+    clock = session.cluster_clock(kube) if cluster_clock else WallClock()
     metrics = Metrics()
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
