@@ -61,8 +61,8 @@ def test_the_controller_runs_from_the_image_content_without_the_embedded_cluster
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path).returncode == 0
     python = venv / "bin" / "python"
-    inst = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", wheel],
-                tmp_path)
+    inst = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps",
+                 wheel], tmp_path)
     assert inst.returncode == 0, inst.stdout + inst.stderr
     site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      tmp_path).stdout.strip())

@@ -1,4 +1,5 @@
-"""The upstream cache: pinned by scripts/upstream's go.sum, under $LWSFLOW_CACHE, never beside the repository."""
+"""The upstream cache: pinned by scripts/upstream's go.sum, under $LWSFLOW_CACHE, never beside the
+repository."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_a_tampered_pin_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
                                               "sigs.k8s.io/gateway-api v1.6.1 h1:M"))
     monkeypatch.setattr(paths, "pins_dir", lambda: pins)
     monkeypatch.setenv(paths.ENV_CACHE, str(tmp_path / "cache"))
-    with pytest.raises(paths.UpstreamMissing, match="checksum mismatch|not the go.sum pin"):
+    with pytest.raises(paths.UpstreamMissing, match=r"checksum mismatch|not the go\.sum pin"):
         paths.fetch("gateway-api")
     assert not (tmp_path / "cache" / "upstream" / "sigs.k8s.io" / "gateway-api@v1.6.1").exists()
 
@@ -59,5 +60,6 @@ def test_a_tampered_pin_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_without_go_the_error_says_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(paths.ENV_CACHE, str(tmp_path))
     monkeypatch.setattr(paths, "go_binary", lambda: None)
-    with pytest.raises(paths.UpstreamMissing, match=r"sigs.k8s.io/lws@v0.9.0 is not in .* no Go toolchain"):
+    missing = r"sigs\.k8s\.io/lws@v0\.9\.0 is not in .* no Go toolchain"
+    with pytest.raises(paths.UpstreamMissing, match=missing):
         paths.lws_crd_dir()
