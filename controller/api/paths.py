@@ -73,6 +73,8 @@ def _sums() -> dict[str, str]:
     """``module@version`` -> the h1 checksum of its zip, from ``scripts/upstream/go.sum``."""
     out = {}
     for line in (pins_dir() / "go.sum").read_text().splitlines():
+        if not line.strip():
+            continue
         mod, ver, h1 = line.split()
         if not ver.endswith("/go.mod"):
             out[f"{mod}@{ver}"] = h1
