@@ -71,10 +71,13 @@ def test_the_controller_runs_from_the_image_content_without_the_embedded_cluster
 
     nosim = _run([python, "-c", "import lwsflow.sim"], tmp_path)
     assert "No module named 'lwsflow.sim'" in nosim.stderr, nosim.stderr
-    # every controller module imports (the controller never needs the embedded cluster)
-    walk = _run([python, "-c", "import importlib, pkgutil, lwsflow.controller as c\n"
-                 "for m in pkgutil.walk_packages(c.__path__, 'lwsflow.controller.'):\n"
-                 "    importlib.import_module(m.name)\n"], tmp_path)
+    # every controller and pipeline-step module imports without the embedded cluster; the one
+    # exception builds the embedded cluster's config (used by `sim serve` and the local stack only)
+    walk = _run([python, "-c", "import importlib, pkgutil, lwsflow.controller, lwsflow.components\n"
+                 "for pkg in (lwsflow.controller, lwsflow.components):\n"
+                 "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+                 "        if m.name != 'lwsflow.components.catalog_cluster':\n"
+                 "            importlib.import_module(m.name)\n"], tmp_path)
     assert walk.returncode == 0, walk.stderr
     helped = _run([venv / "bin" / "lwsflow", "controller", "run", "--help"], tmp_path)
     assert helped.returncode == 0, helped.stdout + helped.stderr
