@@ -1,14 +1,14 @@
 """The README's commands in a fresh clone (issue 24): how long each takes cold and warm.
 
-Usage: ``.venv/bin/python bench/fresh_clone.py [--test] [--conformance] [--keep]``.
+Usage: ``.venv/bin/python bench/fresh_clone.py [--targets demo,test,conformance] [--runs 2] [--keep]``.
 
 Clones HEAD into an empty temporary folder (nothing beside it) with an empty upstream cache
 (``LWSFLOW_CACHE``; the reference cluster's binaries are lent from the usual cache, as a second clone
-on the same machine gets them), then times ``make demo`` twice: cold (``scripts/setup`` creates the
-venv with the real ``pip install`` from the machine's pip cache, installs nothing from apt when the
-tools are there, fetches the upstream modules) and warm (everything in place). ``--test`` and
-``--conformance`` time ``make test`` / ``make conformance`` the same way, after the demo. Prints one
-line per figure. Minutes on two cores; ``make test`` takes much longer.
+on the same machine gets them), then times each target (default ``demo``) ``--runs`` times: the
+first run is cold for the first target (``scripts/setup`` creates the venv with the real ``pip
+install`` from the machine's pip cache, installs nothing from apt when the tools are there, fetches
+the upstream modules), the rest warm. Prints one line per figure. Minutes on two cores; ``make
+test`` and ``make conformance`` take much longer.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def _make(repo: Path, env: dict[str, str], target: str, label: str) -> bool:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--test", action="store_true", help="also time make test (cold and warm)")
-    ap.add_argument("--conformance", action="store_true", help="also time make conformance")
+    ap.add_argument("--targets", default="demo", help="comma-separated make targets (demo,test,conformance)")
+    ap.add_argument("--runs", type=int, default=2, help="runs per target (the very first one is cold)")
     ap.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="lwsflow-fresh-"))
@@ -52,11 +52,11 @@ def main(argv: list[str]) -> int:
             (cache / "refcluster" / binaries.version()).symlink_to(binaries.cache_dir())
         env = fresh_clone.clean_env(LWSFLOW_CACHE=str(cache))
         print(f"fresh clone of HEAD in {repo} (upstream cache {cache})", flush=True)
-        ok = _make(repo, env, "demo", "cold: no venv, empty upstream cache") and \
-            _make(repo, env, "demo", "warm")
-        for target, wanted in (("test", args.test), ("conformance", args.conformance)):
-            if wanted and ok:
-                ok = _make(repo, env, target, "first run") and _make(repo, env, target, "second run")
+        ok, first = True, True
+        for target in args.targets.split(","):
+            for _ in range(args.runs):
+                label = "cold: no venv, empty upstream cache" if first else "warm"
+                ok, first = ok and _make(repo, env, target, label), False
         return 0 if ok else 1
     finally:
         if args.keep:
