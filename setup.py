@@ -3,11 +3,17 @@
 The design fixes the folders (``controller/``, ``components/``, ``pipelines/``, ``sim/``) at the
 repository root; ``package_dir`` maps each onto ``lwsflow.<folder>`` so nothing generic lands in
 site-packages. ``lwsflow`` itself is a namespace package: it has no folder of its own.
+
+A folder that is absent is left out: the controller image (``Containerfile``) copies only
+``controller/``, ``components/`` and ``pipelines/``, so the embedded cluster (``sim/``) never ships.
 """
+
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("controller", "components", "pipelines", "sim")
+HERE = Path(__file__).resolve().parent
+FOLDERS = tuple(f for f in ("controller", "components", "pipelines", "sim") if (HERE / f).is_dir())
 
 setup(
     package_dir={f"lwsflow.{folder}": folder for folder in FOLDERS},

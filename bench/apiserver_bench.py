@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lwsflow.controller.api.defaults import default_object  # noqa: E402
-from lwsflow.controller.api.paths import lws_reference_dir  # noqa: E402
+from lwsflow.controller.api.paths import lws_file  # noqa: E402
 from lwsflow.controller.yamlio import load_yaml_documents  # noqa: E402
 from lwsflow.sim.apiserver import ApiServer  # noqa: E402
 from lwsflow.sim.store import Store  # noqa: E402
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
-SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
+SAMPLE = lws_file("config/samples/leaderworkerset_v1_leaderworkerset.yaml")
 
 
 def main() -> None:

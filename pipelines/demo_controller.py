@@ -98,7 +98,7 @@ class Controllers:
             log = (self.logdir / f"controller-{i}.log").open("wb")
             self.procs.append(subprocess.Popen(
                 [str(bin_dir() / "lwsflow"), "controller", "run", "--all-namespaces", "--leader-elect",
-                 f"--lease-namespace={SYSTEM_NS}", "--resync=1s",
+                 f"--lease-namespace={SYSTEM_NS}", "--resync=1s", "--cluster-clock",
                  "--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
                  f"--kubeconfig={self.kubeconfig}"],
                 stdout=log, stderr=subprocess.STDOUT, env=env))

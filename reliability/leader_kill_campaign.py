@@ -65,7 +65,7 @@ def trial(seed: int, kills: int, lease_s: float, tmp: Path) -> dict[str, Any]:
     procs: dict[int, subprocess.Popen[bytes]] = {}
     cmd = [str(BIN), "controller", "run", "-n", NS, "--leader-elect", "--lease-namespace", NS,
            "--lease-duration", f"{lease_s:g}s", "--metrics-addr", "127.0.0.1:0", "--health-addr",
-           "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s"]
+           "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s", "--cluster-clock"]
 
     logs: list[Path] = []
 

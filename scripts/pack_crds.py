@@ -1,9 +1,9 @@
-"""Package the upstream LWS/DS, InferencePool and HTTPRoute CRD schemas into ``controller/api/crds/``.
+"""Package the upstream InferencePool and HTTPRoute CRD schemas into ``controller/api/crds/``.
 
-Usage: ``.venv/bin/python scripts/pack_crds.py [--check]``. Reads
-``shared/reference/lws/crds/config__crd__bases__*.yaml`` and ``shared/reference/gateway/*.yaml``
-(see ``lwsflow.controller.api.paths.shared_dir``);
-``--check`` exits 1 when a packaged file differs from a fresh extraction instead of writing.
+Usage: ``.venv/bin/python scripts/pack_crds.py [--check]``. Reads the CRDs of the pinned Gateway API
+and Inference Extension modules from the upstream cache (``lwsflow.controller.api.paths``; fetched
+on first use); ``--check`` exits 1 when a packaged file differs from a fresh extraction instead of
+writing. The LWS/DS copies are the product's own (see ``lwsflow.controller.api.crd``), not packed here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lwsflow.controller.api.crd import PACKAGE_DIR, encode_packed, extract_crd_file, upstream_sources
+from lwsflow.controller.api.paths import UpstreamMissing
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -32,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
     args = ap.parse_args(argv)
     drift = 0
-    for plural, src in upstream_sources().items():
+    try:
+        sources = upstream_sources()
+    except UpstreamMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for plural, src in sources.items():
         if not src.is_file():
             print(f"error: {src}: no such file", file=sys.stderr)
             return 2

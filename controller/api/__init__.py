@@ -2,7 +2,8 @@
 
 Modules: ``lws`` / ``ds`` / ``common`` (models), ``objects.parse``, ``crd`` (packaged CRD schemas),
 ``defaults``, ``validation`` (``validate_object``, ``validate_update``, ``unknown_fields``),
-``status`` (rollout predicates), ``paths.shared_dir``. The heavy parts load on first use, so
+``status`` (rollout predicates), ``paths`` (the cached upstream reference material, for tests and
+tools). The heavy parts load on first use, so
 importing ``lwsflow.controller.api.labels`` stays cheap.
 """
 
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
-
-from lwsflow.controller.api.paths import shared_dir
 
 _LAZY = {
     "parse": "lwsflow.controller.api.objects",
@@ -23,7 +22,7 @@ _LAZY = {
     "unknown_fields": "lwsflow.controller.api.validation",
 }
 
-__all__ = ["shared_dir", *_LAZY]
+__all__ = [*_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,8 +2,12 @@
 
 The upstream CRD files are 1.3 MB of YAML each (mostly the embedded PodTemplateSpec schema), so the
 packaged copy is compact JSON, read lazily on first use and cached for the life of the process.
-``extract_crd`` is the single definition of what gets packaged; ``scripts/pack_crds.py`` writes the
-files and a test checks they still equal a fresh extraction from ``../shared``.
+``extract_crd`` is the single definition of what gets packaged. ``scripts/pack_crds.py`` writes the
+Gateway API and InferencePool copies from the pinned Go modules (``controller/api/paths.py``) and a
+test checks they still equal a fresh extraction. The LWS and DisaggregatedSet copies are the
+product's own: they follow LWS main after v0.10.0 (commit 060ab4da), which no served module carries
+(the Go module proxy serves v0.9.0 at the newest); a test checks they keep every field of the pinned
+v0.9.0 module's CRDs.
 """
 
 from __future__ import annotations
@@ -19,16 +23,16 @@ import yaml
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "crds"
 
-# plural -> upstream file name under shared/reference/lws/crds/ (the controller-gen output)
-CRD_SOURCES: dict[str, str] = {
-    "leaderworkersets": "config__crd__bases__leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-    "disaggregatedsets": "config__crd__bases__disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
-    "disaggregatedsetrolescalers":
-        "config__crd__bases__disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
+# The LWS family: packaged copies are lwsflow's own (v0.10+ semantics, see the module docstring).
+# plural -> the pinned LWS module's file under config/crd/bases/, or None where v0.9.0 has no such CRD.
+CRD_SOURCES: dict[str, str | None] = {
+    "leaderworkersets": "leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    "disaggregatedsets": "disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
+    "disaggregatedsetrolescalers": None,  # DisaggregatedSetRoleScaler is v0.10+
 }
 
-# plural -> upstream file name under shared/reference/gateway/ (Gateway API v1.6.1 standard channel and
-# Gateway API Inference Extension v1.6.0; see that folder's PROVENANCE.md)
+# plural -> upstream file name in the pinned modules (Gateway API v1.6.1 standard channel and
+# Gateway API Inference Extension v1.6.0; scripts/upstream/go.mod)
 GATEWAY_CRD_SOURCES: dict[str, str] = {
     "inferencepools": "inference.networking.k8s.io_inferencepools.yaml",
     "httproutes": "gateway.networking.k8s.io_httproutes.yaml",
@@ -39,12 +43,17 @@ OWN_CRDS: tuple[str, ...] = ("rolloutpolicies",)
 
 
 def upstream_sources() -> dict[str, Path]:
-    """plural -> the upstream CRD file under ``../shared`` that its packaged copy is extracted from."""
-    from lwsflow.controller.api.paths import gateway_reference_dir, lws_reference_dir
+    """plural -> the upstream CRD file (in the cached pinned modules) its packaged copy is extracted from."""
+    from lwsflow.controller.api.paths import gateway_crd
 
-    out = {p: lws_reference_dir() / "crds" / name for p, name in CRD_SOURCES.items()}
-    out.update({p: gateway_reference_dir() / name for p, name in GATEWAY_CRD_SOURCES.items()})
-    return out
+    return {p: gateway_crd(name) for p, name in GATEWAY_CRD_SOURCES.items()}
+
+
+def lws_module_sources() -> dict[str, Path]:
+    """plural -> the pinned LWS module's CRD file, for the LWS-family CRDs that module has."""
+    from lwsflow.controller.api.paths import lws_crd_dir
+
+    return {p: lws_crd_dir() / name for p, name in CRD_SOURCES.items() if name is not None}
 
 
 @dataclass(frozen=True)

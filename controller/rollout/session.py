@@ -73,6 +73,16 @@ def clock_for(kube: Kube) -> Clock:
     return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
+def cluster_clock(kube: Kube) -> Clock:
+    """The embedded cluster's virtual clock; refused (``--cluster-clock``) when the server has none."""
+    try:
+        first = kube.get_json(_CLOCK_PATH)
+    except (NotFound, Forbidden) as exc:
+        raise InvalidInput(f"the cluster serves no {_CLOCK_PATH} (only the embedded cluster has a "
+                           "virtual clock)", field="cluster-clock") from exc
+    return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
+
+
 # the suffix a blue-green gives a pair's name (bluegreen_plan.revision: 8 hex)
 _REV_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 

@@ -2,8 +2,12 @@
 
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
         [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
-        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local]
+        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local] [--cluster-clock]
         [--resync 5m] [--workers 4] [--kube-qps 200] [--kube-burst 400]
+
+Time is the wall clock; ``--cluster-clock`` (the demo and the tests, against the embedded cluster)
+follows the embedded cluster's virtual clock instead (``GET /lwsflow/v1/clock``). Without it the
+controller never asks a cluster for that path.
 
 Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts, and every
 write is fenced on the renew deadline; a replica that loses the lease exits (its Deployment
@@ -73,9 +77,13 @@ def run(
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
                                                     "'local' to run one here that scrapes the watched pods")]
     = None,
+    cluster_clock: Annotated[bool, typer.Option(
+        "--cluster-clock", help="follow the embedded cluster's virtual clock (demo and tests only)")]
+    = False,
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
     from lwsflow.controller.api.duration import parse_duration
+    from lwsflow.controller.clock import WallClock
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.incluster.leader import LeaderElector
     from lwsflow.controller.incluster.manager import Controller
@@ -97,7 +105,7 @@ def run(
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     kube = Kube.connect(kubeconfig, qps=kube_qps, burst=kube_burst)
     kube.api.user_agent = f"lwsflow-controller/{identity}"  # the API server's audit names the replica
-    clock = session.clock_for(kube)
+    clock = session.cluster_clock(kube) if cluster_clock else WallClock()
     metrics = Metrics()
     stop = threading.Event()
 

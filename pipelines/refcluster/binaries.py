@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lwsflow.controller.api.paths import cache_dir as lwsflow_cache
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.errors import OperationFailed
 
@@ -25,8 +26,7 @@ def version() -> str:
 
 def cache_dir() -> Path:
     """``<cache>/refcluster/<version>``: ``bin/`` plus ``share/lws`` (the LWS RBAC and webhook configs)."""
-    base = os.environ.get("LWSFLOW_CACHE") or str(Path.home() / ".cache" / "lwsflow")
-    return Path(base) / "refcluster" / version()
+    return lwsflow_cache() / "refcluster" / version()
 
 
 def bin_dir() -> Path:

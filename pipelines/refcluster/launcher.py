@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api import paths
 from lwsflow.controller.errors import ApiError, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.pipelines.refcluster import binaries, kwok_stages, pki
@@ -241,10 +241,14 @@ def _webhook_configs(share: Path, port: int, ca_pem: bytes) -> list[dict[str, An
 
 
 def _crds() -> list[dict[str, Any]]:
-    crd_dir = lws_reference_dir() / "crds"
-    files = sorted(crd_dir.glob("config__crd__bases__*.yaml"))
+    """The CRDs of the LWS module the controller is built from (v0.9.0; the upstream cache)."""
+    try:
+        crd_dir = paths.lws_crd_dir()
+    except paths.UpstreamMissing as exc:
+        raise OperationFailed(str(exc)) from exc
+    files = sorted(crd_dir.glob("*.yaml"))
     if not files:
-        raise OperationFailed(f"{crd_dir}: no CRDs (config__crd__bases__*.yaml)")
+        raise OperationFailed(f"{crd_dir}: no CRDs (*.yaml)")
     return [d for f in files for d in load_yaml_documents(f)]
 
 
@@ -264,6 +268,7 @@ def up(opts: UpOptions) -> Path:
     """Start a reference cluster in ``opts.state_dir``; returns the admin kubeconfig's path."""
     nodes = _validate(opts)
     bin_dir = binaries.require()
+    _crds()  # fetched from the upstream cache (or refused) before anything starts
     share = binaries.cache_dir() / "share" / "lws"
     state = opts.state_dir.resolve()
     if running(state):

@@ -55,6 +55,7 @@ def test_policy_analysis_passes_a_good_release_and_rolls_back_a_slower_one(env: 
     with log.open("wb") as sink, \
             LoadGenerator(LoadSpec(model=MODEL, rate=40, seed=5, max_tokens=(2, 4)), env.endpoints):
         proc = subprocess.Popen([str(lwsflow), "controller", "run", "-n", NS, "--resync=1s",
+                                 "--cluster-clock",
                                  "--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
                                  "--prometheus", "local", f"--kubeconfig={sa}"],
                                 stdout=sink, stderr=subprocess.STDOUT, env=penv)

@@ -1,4 +1,10 @@
-"""The upstream LWS/DS example manifests from ../shared, for parametrizing the API tests."""
+"""The upstream LWS/DS example manifests (the pinned sigs.k8s.io/lws v0.9.0 module's ``config/samples``
+and ``docs/examples``, from the upstream cache), for parametrizing the API tests.
+
+These need v0.9.0 only. The v0.10 documentation's examples (a DisaggregatedSet with ``slices``, the
+HPA on a DisaggregatedSetRoleScaler) are in no module the Go proxy serves, so they are not used; the
+v0.10-only fields are covered by the suite's own manifests (tests/api/test_api_validation.py's
+``slices``, ``scaling`` and ``placementPolicy`` cases)."""
 
 from __future__ import annotations
 
@@ -7,20 +13,20 @@ from functools import cache
 from typing import Any
 
 from lwsflow.controller.api.objects import is_ds, is_lws
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.paths import example_name, lws_examples
 from lwsflow.controller.yamlio import load_yaml_documents
 
 
 @cache
 def _load() -> tuple[tuple[str, dict[str, Any]], ...]:
     out = []
-    for path in sorted((lws_reference_dir() / "examples").glob("*.yaml")):
-        out.extend((path.name, d) for d in load_yaml_documents(path) if is_lws(d) or is_ds(d))
+    for path in lws_examples():
+        out.extend((example_name(path), d) for d in load_yaml_documents(path) if is_lws(d) or is_ds(d))
     return tuple(out)
 
 
 def upstream_objects() -> list[tuple[str, dict[str, Any]]]:
-    """(file name, manifest) for every LWS / DS document in shared/reference/lws/examples."""
+    """(example name, manifest) for every LWS / DS document of the LWS module's examples."""
     return [(name, copy.deepcopy(d)) for name, d in _load()]
 
 
@@ -30,6 +36,7 @@ def example(name: str) -> dict[str, Any]:
 
 
 LWS_SAMPLE = "docs__examples__sample__lws.yaml"
-DS_SAMPLE = "site__content__en__docs__examples__disaggregatedset.md__yamlblock1.yaml"
+# v0.9.0's three-role sample (the v0.10 docs page's first example is the same DS under another name)
+DS_SAMPLE = "config__samples__disaggregatedset_v1_3role.yaml"
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for the typed API tests: the upstream LWS/DS example manifests from ../shared."""
+"""Fixtures for the typed API tests: the upstream LWS/DS example manifests (tests/api/api_examples.py)."""
 
 from __future__ import annotations
 

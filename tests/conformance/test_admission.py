@@ -53,11 +53,12 @@ def _canon(path: str) -> str:
 
 
 def _names_field(message: str, path: str) -> bool:
-    """Whether an API error message reports ``path`` as the failing field (``path: ...``); a webhook
-    that decodes the object first names a wrongly typed field as a Go struct field."""
+    """Whether an API error message reports ``path`` as the failing field (``path: ...``, or
+    ``.path: ...`` as v0.9.0's LWS webhook writes it); a webhook that decodes the object first names a
+    wrongly typed field as a Go struct field."""
     want = re.escape(_canon(path))
     text = _canon(message)
-    return (re.search(rf"(^|[\s\[,:]){want}: ", text) is not None
+    return (re.search(rf"(^|[\s\[,:])\.?{want}: ", text) is not None
             or re.search(rf"go struct field \w+\.{want} of type", text) is not None)
 
 

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 from kfp import components as kfp_components
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from lwsflow.controller.api.paths import shared_dir
+from lwsflow.controller.api.paths import argo_schema
 from lwsflow.pipelines.compile import DIST, argo_manifest, compile_all
 
 STEPS = ["build-image", "render", "build-overlays", "promote-source", "rollout", "smoke-test",
@@ -29,7 +29,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _argo_validator(kind: str) -> jsonschema.protocols.Validator:
-    schema = json.loads((shared_dir() / "reference" / "argo" / "schema.json").read_text())
+    schema = json.loads(argo_schema().read_text())  # Argo Workflows v3.7.4 (scripts/upstream/go.mod)
     wrapped = {"$ref": f"#/definitions/io.argoproj.workflow.v1alpha1.{kind}",
                "definitions": schema["definitions"]}
     return jsonschema.Draft202012Validator(wrapped)

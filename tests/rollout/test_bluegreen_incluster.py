@@ -198,6 +198,7 @@ def controller_process(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen
     penv.pop("KUBECONFIG", None)
     with log.open("ab") as sink:
         proc = subprocess.Popen([str(lwsflow), "controller", "run", "-n", NS, "--resync=1s",
+                                 "--cluster-clock",
                                  "--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0",
                                  f"--kubeconfig={kubeconfig}"],
                                 stdout=sink, stderr=subprocess.STDOUT, env=penv)

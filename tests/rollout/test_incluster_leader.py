@@ -46,7 +46,7 @@ def test_standby_takes_over_and_resumes_at_the_right_stage(env: Env, tmp_path: P
                                                           {"groups": "100%", "pause": {}}]))
     cmd = [str(BIN), "controller", "run", "-n", NS, "--leader-elect", "--lease-namespace", NS,
            "--lease-duration", f"{LEASE_S:g}s", "--metrics-addr", "127.0.0.1:0", "--health-addr",
-           "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s"]
+           "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s", "--cluster-clock"]
     procs: dict[int, subprocess.Popen[bytes]] = {}
     for i in range(2):
         log = (tmp_path / f"c{i}.log").open("wb")

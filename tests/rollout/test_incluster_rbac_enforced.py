@@ -29,7 +29,7 @@ def controller_process(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             [str(lwsflow), "controller", "run", "-n", NS, "--leader-elect", f"--lease-namespace={SYSTEM_NS}",
-             "--lease-duration=3s", "--resync=1s", "--metrics-addr=127.0.0.1:0",
+             "--lease-duration=3s", "--resync=1s", "--cluster-clock", "--metrics-addr=127.0.0.1:0",
              "--health-addr=127.0.0.1:0", f"--kubeconfig={kubeconfig}"],
             stdout=sink, stderr=subprocess.STDOUT, env=env)
         try:

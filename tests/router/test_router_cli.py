@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.paths import lws_file
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.pipelines.cli import main
 
 LWSFLOW = Path(sys.executable).parent / "lwsflow"
-SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
+SAMPLE = lws_file("config/samples/leaderworkerset_v1_leaderworkerset.yaml")
 
 
 def _lws(name: str, role: str) -> dict:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config, watch
 
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.paths import lws_file
 from lwsflow.sim.config import ClusterConfig
 from lwsflow.sim.testing import EmbeddedCluster
 
-SAMPLE = lws_reference_dir() / "examples" / "config__samples__leaderworkerset_v1_leaderworkerset.yaml"
+SAMPLE = lws_file("config/samples/leaderworkerset_v1_leaderworkerset.yaml")
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 
 
