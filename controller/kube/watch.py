@@ -135,7 +135,7 @@ def watch_objects(kube: Kube, res: Resource, namespace: str | None,
                 if on_error is not None:
                     on_error(None)
                 pause = 1.0
-            for ev in _stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
+            for ev in stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
                 etype, o = ev.get("type"), ev.get("raw_object") or ev.get("object")
                 if not isinstance(o, dict):
                     continue

@@ -37,7 +37,8 @@ from differential import (
 )
 
 from lwsflow.components.kustomize import kustomize_build
-from lwsflow.controller.api.paths import lws_reference_dir
+from lwsflow.controller.api.objects import is_ds, is_lws
+from lwsflow.controller.api.paths import example_name, lws_examples
 from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import dump_yaml_documents, load_yaml_documents
@@ -45,9 +46,11 @@ from lwsflow.controller.yamlio import dump_yaml_documents, load_yaml_documents
 REPO = Path(__file__).resolve().parents[2]
 REPORT_DIR = Path(os.environ.get("LWSFLOW_CONFORMANCE_REPORT", REPO / "build" / "conformance"))
 REPORT = REPORT_DIR / "differential.json"
-EXAMPLES = sorted((lws_reference_dir() / "examples").glob("*.yaml"))
+# sigs.k8s.io/lws v0.9.0's examples holding a LeaderWorkerSet or DisaggregatedSet (as test_examples.py)
+EXAMPLES = {example_name(p): p for p in lws_examples()
+            if any(is_lws(d) or is_ds(d) for d in load_yaml_documents(p))}
 ENVS = ("dev", "staging", "prod")
-SOURCES = [f"examples/{p.name}" for p in EXAMPLES] + [f"overlays/{e}" for e in ENVS]
+SOURCES = [f"examples/{name}" for name in EXAMPLES] + [f"overlays/{e}" for e in ENVS]
 STABLE_S = 4.0
 pytestmark = pytest.mark.timeout(900)  # the module's fixture applies and compares everything once
 # every namespaced kind a manifest of the project or of upstream can produce, by API group path
@@ -81,7 +84,7 @@ def _docs(source: str, rendered: Path) -> list[dict[str, Any]]:
     if group == "overlays":
         return kustomize_build(rendered / name)
     ns = f"df{SOURCES.index(source):02d}"
-    docs = load_yaml_documents(lws_reference_dir() / "examples" / name)
+    docs = load_yaml_documents(EXAMPLES[name])
     for d in docs:
         d.setdefault("metadata", {})["namespace"] = ns
     return docs
