@@ -5,7 +5,9 @@ after a ``410 Gone``), then one long watch resumed from the last resourceVersion
 keep it fresh while nothing changes), so an idle controller costs the API server only its open
 watches. Every change calls ``on_event(type, obj, old)``: the controller maps it to the policy keys
 of its work queue (``incluster/queue.py``). A relist emits the differences as events (``ADDED`` /
-``MODIFIED`` / ``DELETED``), so a change made while the watch was down is not lost.
+``MODIFIED`` / ``DELETED``), so a change made while the watch was down is not lost. An optional
+``on_error`` hears why a kind reads as empty (403: not ours to list; 404: not served) and ``None``
+after each successful list: the dashboard (``pipelines/dashboard/cache.py``) shows the first.
 
 Why hand-written rather than kopf or kr8s: both are asyncio frameworks with their own event loop,
 handler registry and (kopf) their own finalizers and status fields; the rollout engine is
@@ -32,6 +34,7 @@ log = logging.getLogger("lwsflow.kube.informer")
 
 Key = tuple[str, str]  # (namespace, name)
 OnEvent = Callable[[str, Obj, Obj | None], None]  # (ADDED|MODIFIED|DELETED, object, previous)
+OnError = Callable[[ApiError | None], None]  # a 403/404 that empties the kind; None: listed again
 
 
 def key_of(obj: Obj) -> Key:
@@ -49,8 +52,9 @@ class Informer:
     """The cache of one kind in one namespace (None: all), kept by a thread running :meth:`run`."""
 
     def __init__(self, kube: Kube, res: Resource, namespace: str | None, on_event: OnEvent, *,
-                 stop: threading.Event, watch_s: int = 300) -> None:
+                 stop: threading.Event, watch_s: int = 300, on_error: OnError | None = None) -> None:
         self.kube, self.res, self.namespace, self.on_event = kube, res, namespace, on_event
+        self.on_error = on_error
         self.stop, self.watch_s = stop, watch_s
         self._cache: dict[Key, Obj] = {}
         self._cond = threading.Condition()
@@ -119,6 +123,8 @@ class Informer:
                     log.log(level, "%s: %s; treated as empty", self.res.plural, exc)
                 self.served = False
                 self.synced.set()
+                if self.on_error is not None:
+                    self.on_error(exc)
                 self.rv = ""
                 self.stop.wait(pause)
                 pause = min(300.0, pause * 2)
@@ -143,6 +149,8 @@ class Informer:
             if key not in fresh:
                 self._emit("DELETED", obj, obj)
         self.synced.set()
+        if self.on_error is not None:
+            self.on_error(None)
 
     def _watch(self) -> None:
         for ev in stream(self.kube, self.res, self.namespace, resource_version=self.rv,

@@ -1,4 +1,4 @@
-"""The dashboard's view of the cluster: one list-then-watch per kind, kept in memory.
+"""The dashboard's view of the cluster: one controller informer per kind, kept in memory.
 
 Pages and live updates read this cache, never the API (as a controller reads its informers): a
 1,000-policy overview is one pass over a dict, and a change reaches every open page through
@@ -16,6 +16,7 @@ from typing import Any
 
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError
+from lwsflow.controller.kube.informer import Informer, Key, OnError, OnEvent, key_of
 from lwsflow.controller.kube.resources import (
     DS,
     EVENT,
@@ -28,14 +29,14 @@ from lwsflow.controller.kube.resources import (
     Resource,
 )
 
-Key = tuple[str, str]  # (namespace, name)
 KINDS: tuple[Resource, ...] = (ROLLOUT_POLICY, LWS, DS, STATEFULSET, POD, EVENT, HTTP_ROUTE, NODE)
 WEIGHT_HISTORY = 200  # blue-green weight changes kept per policy
+WATCH_S = 30  # one watch request's length: a stopped dashboard's threads end within it
 
 
 @dataclass
 class Cache:
-    """Objects by kind (``plural``) and (namespace, name), fed by :func:`watch_objects` threads."""
+    """Objects by kind (``plural``) and (namespace, name), fed by one informer thread per kind."""
 
     namespace: str | None  # None: every namespace
     objects: dict[str, dict[Key, Obj]] = field(default_factory=lambda: {r.plural: {} for r in KINDS})
@@ -50,18 +51,16 @@ class Cache:
 
     # -- feeding ---------------------------------------------------------------------------------------
     def start(self, connect: Callable[[], Any], kinds: tuple[Resource, ...] = KINDS) -> Cache:
-        """One watch thread per kind, each with its own client from ``connect()`` (a watch holds its
-        connection for minutes; separate clients keep them from queueing on one pool)."""
-        from lwsflow.controller.kube.watch import watch_objects
-
-        def reflect(res: Resource) -> None:
-            ns = None if not res.namespaced else self.namespace
-            watch_objects(connect(), res, ns, self._lister(res), self._eventer(res), self._stop,
-                          on_error=self._errorer(res))
-
+        """One controller :class:`Informer` per kind (list, watch from its resourceVersion, relist on
+        410 with the differences as events), each on its own thread with its own client from
+        ``connect()`` (a watch holds its connection for minutes; separate clients keep them from
+        queueing on one pool). Its events keep :attr:`objects` (all kinds under one lock and one
+        :attr:`version`, which the live pages wait on) up to date."""
         for res in kinds:  # the policies first: the overview waits only for them
-            t = threading.Thread(target=reflect, args=(res,), name=f"dashboard-watch-{res.plural}",
-                                 daemon=True)
+            ns = None if not res.namespaced else self.namespace
+            inf = Informer(connect(), res, ns, self._eventer(res), stop=self._stop,
+                           watch_s=WATCH_S, on_error=self._errorer(res))
+            t = threading.Thread(target=inf.run, name=f"dashboard-watch-{res.plural}", daemon=True)
             t.start()
             self._threads.append(t)
         return self
@@ -75,38 +74,29 @@ class Cache:
         self.version += 1
         self._cond.notify_all()
 
-    def _lister(self, res: Resource) -> Callable[[list[Obj]], None]:
-        def on_list(items: list[Obj]) -> None:
-            fresh = {_key(o): o for o in items}
+    def _eventer(self, res: Resource) -> OnEvent:
+        def on_event(etype: str, obj: Obj, _old: Obj | None) -> None:
             with self._cond:
-                self.objects[res.plural] = fresh
-                self.synced.add(res.plural)
-                if res is ROLLOUT_POLICY:
-                    for o in items:
-                        self._note_weights(o)
-                self._changed()
-        return on_list
-
-    def _eventer(self, res: Resource) -> Callable[[str, Obj], None]:
-        def on_event(etype: str, obj: Obj) -> None:
-            with self._cond:
-                if etype == "DELETED":
-                    self.objects[res.plural].pop(_key(obj), None)
-                else:
-                    self.objects[res.plural][_key(obj)] = obj
-                    if res is ROLLOUT_POLICY:
-                        self._note_weights(obj)
+                self._apply(res, etype, obj)
                 self._changed()
         return on_event
 
-    def _errorer(self, res: Resource) -> Callable[[ApiError | None], None]:
-        def on_error(exc: ApiError | None) -> None:
+    def _apply(self, res: Resource, etype: str, obj: Obj) -> None:
+        if etype == "DELETED":
+            self.objects[res.plural].pop(key_of(obj), None)
+        else:
+            self.objects[res.plural][key_of(obj)] = obj
+            if res is ROLLOUT_POLICY:
+                self._note_weights(obj)
+
+    def _errorer(self, res: Resource) -> OnError:
+        def on_error(exc: ApiError | None) -> None:  # None: listed (the first time: synced)
             with self._cond:
                 if exc is None:
                     self.errors.pop(res.plural, None)
                 else:
                     self.errors[res.plural] = str(exc)[:300]  # "403 Forbidden: ..."
-                    self.synced.add(res.plural)
+                self.synced.add(res.plural)
                 self._changed()
         return on_error
 
@@ -114,7 +104,7 @@ class Cache:
         bg = (policy.get("status") or {}).get("blueGreen")
         if not isinstance(bg, dict):
             return
-        hist = self.weights.setdefault(_key(policy), [])
+        hist = self.weights.setdefault(key_of(policy), [])
         point = (time.time(), int(bg.get("blueWeight") or 0), int(bg.get("greenWeight") or 0))
         if not hist or hist[-1][1:] != point[1:]:
             hist.append(point)
@@ -135,7 +125,7 @@ class Cache:
         """A copy of the list (the dict changes under the watch threads)."""
         with self._cond:
             objs = list(self.objects[plural].values())
-        return objs if namespace is None else [o for o in objs if _key(o)[0] == namespace]
+        return objs if namespace is None else [o for o in objs if key_of(o)[0] == namespace]
 
     def get(self, plural: str, namespace: str, name: str) -> Obj | None:
         with self._cond:
@@ -143,9 +133,10 @@ class Cache:
 
     def seed(self, plural: str, items: list[Obj]) -> None:
         """Fill a kind without a watch (tests of the views, the bench's render-only figure)."""
-        self._lister(next(r for r in KINDS if r.plural == plural))(items)
-
-
-def _key(obj: Obj) -> Key:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        res = next(r for r in KINDS if r.plural == plural)
+        with self._cond:
+            self.objects[plural] = {}
+            for o in items:
+                self._apply(res, "ADDED", o)
+            self.synced.add(plural)
+            self._changed()
