@@ -40,7 +40,9 @@ def _policy(name: str) -> dict:
 def test_dashboard_lists_a_policy_and_its_groups(cluster: str, request: pytest.FixtureRequest) -> None:
     t: Target = request.getfixturevalue(cluster)
     if cluster == "reference":
-        t.kubectl("apply", "--server-side", "-f", str(REPO / "overlays" / "controller" / "crd.yaml"))
+        # as a user installs it (client-side apply, like test_overlays' `kubectl apply -k`, which may have
+        # run first in this session: a server-side apply would then conflict on its field manager)
+        t.kubectl("apply", "-f", str(REPO / "overlays" / "controller" / "crd.yaml"))
         t.kubectl("wait", "--for=condition=Established", "crd/rolloutpolicies.lwsflow.io", "--timeout=60s")
     ns = t.namespace("dash")
     t.kubectl("apply", "--server-side", "-n", ns, "-f", "-", stdin=dump_yaml(_lws("chat")))
@@ -50,10 +52,7 @@ def test_dashboard_lists_a_policy_and_its_groups(cluster: str, request: pytest.F
         return int((lws.get("status") or {}).get("readyReplicas") or 0)
 
     wait_for("2 ready groups", lambda: ready() == 2)
-    # --validate=false: kubectl's own schema check of a RolloutPolicy fails on the embedded cluster
-    # (its OpenAPI v3 document lacks what kubectl looks for, so kubectl asks for v2, which it does not
-    # serve); the API server validates the object either way
-    t.kubectl("apply", "--server-side", "--validate=false", "-n", ns, "-f", "-",
+    t.kubectl("apply", "--server-side", "-n", ns, "-f", "-",
               stdin=dump_yaml(_policy("chat")))
     dash = serve(str(t.kubeconfig), ns)
     try:

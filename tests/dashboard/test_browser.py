@@ -129,7 +129,8 @@ def _story(browser: Any, env: AnalysisEnv, url: str, tmp: Path) -> None:
     sync(env, NAME, f"r.example/vllm@{SAME}")  # Git's new template, as Argo CD applies it
     _until(browser, "stage 1 runs", lambda d: _text(d, "#stage") == "1/2")
     # the canary group (the highest ordinal) changes revision; group 0 stays on the stable one
-    cells = _until(browser, "group 1 on the new revision", lambda d: (c := _cells(d)).get(1) not in (None, old) and c)
+    cells = _until(browser, "group 1 on the new revision",
+                   lambda d: (c := _cells(d)).get(1) not in (None, old) and c)
     assert cells[0] == old
     new = cells[1]
     _until(browser, "the gate before stage 2", lambda d: _text(d, "#phase") == "WaitingForPromotion", 90)
