@@ -3,9 +3,10 @@ getStatefulSetRevisions and truncateHistory), so ``kubectl rollout history sts/x
 
 A revision is ``<sts>-<hash>`` (the name pods carry in ``controller-revision-hash`` and status
 carries as current/update revision), labelled with the template's labels plus
-``controller.kubernetes.io/hash``, owned by its StatefulSet, holding the template as the strategic
-patch ``{"spec": {"template": {..., "$patch": "replace"}}}`` and a number one above the highest so
-far; a template that comes back reuses its revision with a new number. Beyond
+``controller.kubernetes.io/hash``, annotated with the StatefulSet's annotations, owned by its
+StatefulSet, holding the template as the strategic patch
+``{"spec": {"template": {..., "$patch": "replace"}}}`` and a number one above the highest so far; a
+template that comes back reuses its revision with a new number. Beyond
 ``revisionHistoryLimit``, the oldest revisions no pod uses and that are neither current nor update go.
 """
 
@@ -48,11 +49,16 @@ def sync(c: Cluster, sts: dict, update_rev: str, current_rev: str, template: dic
 def _revision(sts: dict, name: str, template: dict, number: int) -> dict:
     labels = dict((template.get("metadata") or {}).get("labels") or {})
     labels[HASH_LABEL] = name.rsplit("-", 1)[-1]
+    meta = {"name": name, "namespace": sts["metadata"]["namespace"], "labels": labels,
+            "ownerReferences": [owner_ref(sts)]}
+    # stateful_set_utils.go newRevision copies the StatefulSet's annotations onto the revision it
+    # creates (the LWS leader StatefulSet's leaderworkerset.sigs.k8s.io/replicas among them)
+    if annotations := sts["metadata"].get("annotations"):
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
-        "metadata": {"name": name, "namespace": sts["metadata"]["namespace"], "labels": labels,
-                     "ownerReferences": [owner_ref(sts)]},
+        "metadata": meta,
         "data": {"spec": {"template": {**clone(template), "$patch": "replace"}}},
         "revision": number,
     }

@@ -8,6 +8,7 @@ What only a Pod gets (requests copied from limits, ``enableServiceLinks``) is in
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lwsflow.sim.defaulting.table import NIL, ZERO, Default, dicts, fill
@@ -63,9 +64,21 @@ def default_pod_spec(spec: object) -> None:
         _volume(vol)
 
 
+# the docker reference grammar (distribution/reference regexp.go) that parsers.ParseImageName
+# applies: an image it cannot parse (``<image>`` in upstream's tensorrt example) has no tag, and
+# SetDefaults_Container then chooses IfNotPresent, not Always
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:(?:{_HOST}(?:\.{_HOST})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
+
 def image_pull_policy(image: str) -> str:
     """``Always`` for a ``:latest`` or untagged image, ``IfNotPresent`` otherwise (a digest wins
-    over a tag, as the image reference parser reads it)."""
+    over a tag, as the image reference parser reads it; an unparsable reference has no tag)."""
+    if not _REFERENCE.fullmatch(image):
+        return "IfNotPresent"
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     tag = last.split(":", 1)[1] if ":" in last else ""

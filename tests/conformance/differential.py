@@ -7,7 +7,8 @@ and the docs generator read the same ignore file through :func:`load_ignores`).
 
 Normalisation replaces what differs by construction between two clusters running the same
 manifests: uids, resourceVersions, times, IPs, node names, container and image ids, the values of
-content hashes (template/revision hashes, wherever they appear: labels, names, annotations) and
+content hashes (template/revision hashes, wherever they appear: labels, names, annotations), the
+random suffix ServiceAccount admission gives a pod's token volume (``kube-api-access-<rand>``) and
 ``managedFields`` (kept as a marker that the object has them). Everything else is compared.
 """
 
@@ -40,6 +41,8 @@ PLACEHOLDER_KEYS = {"uid": "<uid>", "resourceVersion": "<rv>", "nodeName": "<nod
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 _IP = re.compile(r"^(\d{1,3}\.){3}\d{1,3}$|^[0-9a-f:]*::[0-9a-f:]*$|^fd[0-9a-f]{2}:[0-9a-f:]+$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+# ServiceAccount admission names a pod's token volume with a random 5-character suffix on each cluster
+_TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
 # list items are keyed by the first of these fields they carry (unique within the list), so that a
 # path names a container, an env var, a condition... rather than a position
 _LIST_KEYS = ("name", "type", "mountPath", "containerPort", "port", "devicePath", "ip", "key")
@@ -88,6 +91,8 @@ def normalise(obj: Any, hashes: set[str], key: str = "") -> Any:
             return "<time>"
         if _IP.match(obj):
             return "<ip>"
+        if _TOKEN_VOLUME.match(obj):
+            return "kube-api-access-<rand>"
         return _replace(obj, hashes)
     return obj
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
-from clusters import Target, allowed, allowlist, note, now_matches
+from clusters import Target, allowed, allowlist, note, now_matches, wait_for
 from test_api_validation import DS_CASES, LWS_CASES, _mutate
 
 from lwsflow.components.kustomize import kustomize_build
@@ -40,6 +40,11 @@ def test_rendered_overlays_pass_server_dry_run(reference: Target, rendered: Path
     kinds = {d["kind"] for d in docs}
     assert {"LeaderWorkerSet", "DisaggregatedSet"} <= kinds
     for ns in sorted({d["metadata"].get("namespace") for d in docs} - {None}):
+        # the differential deletes its namespaces without waiting for the namespace controller: a
+        # namespace still Terminating refuses new content, even in a dry run
+        wait_for(f"namespace {ns} not terminating", lambda ns=ns: reference.kubectl(
+            "get", "namespace", ns, "-o", "jsonpath={.status.phase}", check=False).stdout != "Terminating",
+            timeout=180, every=1.0)
         if reference.kubectl("get", "namespace", ns, check=False).returncode != 0:
             reference.kubectl("create", "namespace", ns)
     out = reference.kubectl("apply", "--dry-run=server", "-f", "-", stdin=dump_yaml_documents(docs))

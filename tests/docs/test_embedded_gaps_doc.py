@@ -44,7 +44,9 @@ def test_normalise_and_flatten_name_paths_by_key() -> None:
                                        "creationTimestamp": "2026-01-01T00:00:00Z",
                                        "labels": {"pod-template-hash": "abc12345", "x.io/k": "v"}},
            "spec": {"nodeName": "n3",
-                    "containers": [{"name": "engine", "env": [{"name": "A", "value": "1"}]}]},
+                    "containers": [{"name": "engine", "env": [{"name": "A", "value": "1"}],
+                                    "volumeMounts": [{"name": "kube-api-access-x7k2q", "mountPath": "/t"}]}],
+                    "volumes": [{"name": "kube-api-access-x7k2q", "projected": {"defaultMode": 420}}]},
            "status": {"podIP": "10.0.0.3", "conditions": [{"type": "Ready", "status": "True",
                                                           "lastTransitionTime": "2026-01-01T00:00:01Z"}]}}
     flat = dict(flatten(normalise(pod, {"abc12345"})))
@@ -54,6 +56,9 @@ def test_normalise_and_flatten_name_paths_by_key() -> None:
     assert flat["spec.containers[engine].env[A].value"] == "1"
     assert flat["status.conditions[Ready].lastTransitionTime"] == "<time>"
     assert flat["status.podIP"] == "<ip>"
+    # the token volume's random suffix: the same path on both clusters
+    assert flat["spec.volumes[kube-api-access-<rand>].projected.defaultMode"] == 420
+    assert flat["spec.containers[engine].volumeMounts[kube-api-access-<rand>].mountPath"] == "/t"
 
 
 def test_compare_reports_paths_and_whole_objects() -> None:

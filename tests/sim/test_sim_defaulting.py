@@ -51,6 +51,9 @@ def test_pod_spec_container_and_probe_defaults() -> None:
     ("nginx", "Always"), ("nginx:latest", "Always"), ("nginx:1.27", "IfNotPresent"),
     ("localhost:5000/vllm", "Always"), ("localhost:5000/vllm:v1", "IfNotPresent"),
     ("vllm@sha256:" + "a" * 64, "IfNotPresent"), ("vllm:latest@sha256:" + "a" * 64, "Always"),
+    ("docker.io/lmsysorg/sglang:latest", "Always"), ("[::1]:5000/vllm", "Always"),
+    # not a reference (upstream's tensorrt example): ParseImageName fails, no tag, IfNotPresent
+    ("<image>", "IfNotPresent"), ("Nginx", "IfNotPresent"),
 ])
 def test_image_pull_policy_follows_the_tag(image: str, policy: str) -> None:
     assert image_pull_policy(image) == policy

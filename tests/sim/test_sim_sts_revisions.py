@@ -28,6 +28,9 @@ def test_revisions_follow_the_template_and_match_pods_and_status(cluster: Cluste
     assert cr["metadata"]["labels"][HASH_LABEL] == first.rsplit("-", 1)[1]
     assert cr["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/name"] == "demo"  # the template's labels
     assert cr["data"]["spec"]["template"]["$patch"] == "replace"
+    # newRevision copies the StatefulSet's annotations (the leader's replicas one here)
+    assert cr["metadata"]["annotations"] == cluster.store.get(STS, NS, "demo")["metadata"]["annotations"]
+    assert cr["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/replicas"] == "2"
     assert cr["data"]["spec"]["template"]["spec"]["containers"][0]["image"] == "vllm:v1"
     set_image(cluster, "demo", "vllm:v2")
     cluster.run_until(lambda c: available("demo")(c) and c.store.get(STS, NS, "demo")["status"].get(
