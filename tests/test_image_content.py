@@ -3,21 +3,18 @@ components and pipelines, not the embedded cluster (``sim/``), and what it insta
 
 The image's ``pip install .`` is reproduced offline: a wheel is built from exactly the files the
 Containerfile copies (``--no-build-isolation``, the project venv's setuptools), installed into a fresh
-venv that borrows the project venv's site-packages for the dependencies through a ``.pth`` line (as
-tests/test_wheel_install.py does), and the controller is started from there.
+venv by ``tests/wheelkit.py`` (as tests/test_wheel_install.py does), and the controller is started
+from there.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+from wheelkit import install_wheel, run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERFILE = ROOT / "Containerfile"
@@ -35,11 +32,6 @@ def _copied() -> list[str]:
     return out
 
 
-def _run(cmd: list[str | Path], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          check=False, env=env)
-
 
 def test_the_image_copies_the_product_only() -> None:
     assert sorted(_copied()) == ["README.md", "components", "controller", "pipelines", "pyproject.toml",
@@ -54,31 +46,19 @@ def test_the_controller_runs_from_the_image_content_without_the_embedded_cluster
             shutil.copytree(ROOT / rel, src / rel, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(ROOT / rel, src / rel)
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                  "-w", tmp_path / "dist", src], tmp_path)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp_path / "dist").glob("lwsflow-*.whl")
-    venv = tmp_path / "venv"
-    assert _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path).returncode == 0
-    python = venv / "bin" / "python"
-    inst = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps",
-                 wheel], tmp_path)
-    assert inst.returncode == 0, inst.stdout + inst.stderr
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     tmp_path).stdout.strip())
-    (site / "_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    bindir, site = install_wheel(src, tmp_path)
     assert sorted(p.name for p in (site / "lwsflow").iterdir()) == ["components", "controller", "pipelines"]
 
-    nosim = _run([python, "-c", "import lwsflow.sim"], tmp_path)
+    nosim = run([bindir / "python", "-c", "import lwsflow.sim"], tmp_path)
     assert "No module named 'lwsflow.sim'" in nosim.stderr, nosim.stderr
     # every controller and pipeline-step module imports without the embedded cluster; the one
     # exception builds the embedded cluster's config (used by `sim serve` and the local stack only)
-    walk = _run([python, "-c", "import importlib, pkgutil, lwsflow.controller, lwsflow.components\n"
+    walk = run([bindir / "python", "-c", "import importlib, pkgutil, lwsflow.controller, lwsflow.components\n"
                  "for pkg in (lwsflow.controller, lwsflow.components):\n"
                  "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
                  "        if m.name != 'lwsflow.components.catalog_cluster':\n"
                  "            importlib.import_module(m.name)\n"], tmp_path)
     assert walk.returncode == 0, walk.stderr
-    helped = _run([venv / "bin" / "lwsflow", "controller", "run", "--help"], tmp_path)
+    helped = run([bindir / "lwsflow", "controller", "run", "--help"], tmp_path)
     assert helped.returncode == 0, helped.stdout + helped.stderr
     assert "--leader-elect" in helped.stdout and "--cluster-clock" in helped.stdout

@@ -3,24 +3,18 @@ the repository. Everything lands under ``lwsflow.*`` (no generic top-level ``con
 ``components``, ``pipelines`` or ``sim``), and the package data the commands read (CRD schemas, Lua
 health checks, shipped scenarios) travels inside it.
 
-Offline and fast: the wheel is built with the project venv's setuptools (``--no-build-isolation``,
-``--no-index``) from a copy of the source tree (so no ``build/`` appears in the checkout); the fresh
-venv gets only the wheel, and a ``.pth`` line lends it the project venv's site-packages for the
-dependencies. A ``.pth`` line adds a folder to ``sys.path`` without running the ``.pth`` files in
-it, so the project's editable-install finder stays out and only the wheel's code can be imported.
+Offline and fast: the wheel is built from a copy of the source tree (so no ``build/`` appears in the
+checkout) and installed alone into a fresh venv by ``tests/wheelkit.py``.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from wheelkit import install_wheel, run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ("lwsflow/controller/api/crds/leaderworkersets.json.gz",
@@ -34,38 +28,19 @@ DATA = ("lwsflow/controller/api/crds/leaderworkersets.json.gz",
 pytestmark = pytest.mark.slow
 
 
-def _run(cmd: list[str | Path], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          check=False, env=env)
-
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
     """(the fresh venv's bin folder, its site-packages) with only the built wheel installed."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
-    files = _run(["git", "ls-files", "-co", "--exclude-standard", "-z"], ROOT)
+    files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], ROOT)
     assert files.returncode == 0, files.stderr
     for rel in filter(None, files.stdout.split("\0")):
         if (ROOT / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, src / rel)
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                  "-w", tmp / "dist", src], tmp, timeout=300)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp / "dist").glob("lwsflow-*.whl")
-    venv = tmp / "venv"
-    made = _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
-    assert made.returncode == 0, made.stderr
-    python = venv / "bin" / "python"
-    inst = _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps",
-                 wheel], tmp)
-    assert inst.returncode == 0, inst.stdout + inst.stderr
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     tmp).stdout.strip())
-    (site / "_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    yield venv / "bin", site
+    yield install_wheel(src, tmp)
 
 
 @pytest.fixture
@@ -86,22 +61,22 @@ def test_wheel_holds_the_package_data(installed: tuple[Path, Path]) -> None:
 def test_cli_runs_from_the_wheel(installed: tuple[Path, Path], outside: Path) -> None:
     bin_dir, site = installed
     lwsflow = bin_dir / "lwsflow"
-    res = _run([lwsflow, "--help"], outside)
+    res = run([lwsflow, "--help"], outside)
     assert res.returncode == 0 and "Usage: lwsflow" in res.stdout, res.stderr
-    res = _run([lwsflow, "plan", ROOT / "examples" / "catalog.yaml"], outside)
+    res = run([lwsflow, "plan", ROOT / "examples" / "catalog.yaml"], outside)
     assert res.returncode == 0 and "llama-405b" in res.stdout, res.stderr
     kc = outside / "sim" / "kubeconfig"
-    res = _run([lwsflow, "sim", "serve", "--duration", "1", "--kubeconfig", kc], outside)
+    res = run([lwsflow, "sim", "serve", "--duration", "1", "--kubeconfig", kc], outside)
     assert res.returncode == 0 and "serving https://127.0.0.1:" in res.stdout, res.stderr
     assert kc.stat().st_mode & 0o777 == 0o600
-    res = _run([lwsflow, "sim", "evaluate", "deadlines", "--json"], outside)  # a shipped scenario
+    res = run([lwsflow, "sim", "evaluate", "deadlines", "--json"], outside)  # a shipped scenario
     assert res.returncode == 0, res.stderr
-    where = _run([bin_dir / "python", "-c", "import lwsflow.controller, lwsflow.sim.testing; "
+    where = run([bin_dir / "python", "-c", "import lwsflow.controller, lwsflow.sim.testing; "
                   "print(lwsflow.controller.__file__)"], outside)
     assert where.returncode == 0 and where.stdout.startswith(str(site)), where.stdout + where.stderr
 
 
 @pytest.mark.parametrize("name", ["controller", "components", "pipelines", "sim"])
 def test_no_generic_top_level_package(installed: tuple[Path, Path], outside: Path, name: str) -> None:
-    res = _run([installed[0] / "python", "-c", f"import {name}"], outside)
+    res = run([installed[0] / "python", "-c", f"import {name}"], outside)
     assert res.returncode == 1 and f"No module named '{name}'" in res.stderr, res.stdout + res.stderr
