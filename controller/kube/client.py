@@ -5,7 +5,11 @@ core kinds alike and needs explicit content types (merge patch, server-side appl
 still gives the official client's kubeconfig/in-cluster auth, TLS and connection pooling.
 
 Retries: 429 and 5xx (and dropped connections) are retried with exponential backoff and full
-jitter, never shorter than the server's ``Retry-After``; the number of attempts is bounded. 409
+jitter, never shorter than the server's ``Retry-After``. A wait the server asked for (a
+``Retry-After`` of a second or more) is honoured in full, as often as it is asked, while it fits the
+caller's deadline: a rollout's view (:meth:`Kube.view` ``deadline``) gives its current stage's
+deadline, anything else ``retry_window_s`` from the request's first attempt; a wait past it is not
+shortened but given up at once, the error saying so. Other retries are bounded by ``attempts``. 409
 Conflict is not retried here (a blind retry would overwrite someone's change): callers re-read and
 retry through :meth:`Kube.read_modify_write`.
 
@@ -13,10 +17,11 @@ Every request has a timeout (``timeout_s``; a watch gets its own server-side tim
 and requests other than watches take a token from a QPS/burst bucket shared by every view.
 
 Views (:meth:`Kube.view`): the same connection with its own request counter (per rollout, so a
-rollout's report counts its own requests, not a delta of a process-wide counter) and optional write
-fences: a fence that returns a reason refuses a write before it is sent (``Fenced``). The
-controller fences every write on its leadership (``incluster/leader.py``) and a rollout's writes on
-its policy still existing.
+rollout's report counts its own requests, not a delta of a process-wide counter), optionally a
+deadline for server-directed waits (:meth:`Kube.with_deadline`: the rollout engines give their stage
+deadline), and optional write fences: a fence that returns a reason refuses a write before it is
+sent (``Fenced``). The controller fences every write on its leadership (``incluster/leader.py``)
+and a rollout's writes on its policy still existing.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 RETRYABLE = (TooManyRequests, ServerError)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 Fence = Callable[[], str | None]  # a reason to refuse writes now, or None
+Deadline = Callable[[], float]  # wall seconds the caller can still wait (a rollout: its stage deadline)
 
 
 def translate(exc: ApiException) -> ApiError:
@@ -99,11 +105,13 @@ class Kube:
     def __init__(self, api_client: kclient.ApiClient, *, attempts: int = 8, base_delay: float = 0.05,
                  max_delay: float = 5.0, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None, timeout_s: float = 30.0,
-                 qps: float = 50.0, burst: int = 100) -> None:
+                 qps: float = 50.0, burst: int = 100, retry_window_s: float = 60.0) -> None:
         self.api = api_client
         self.timeout_s = timeout_s
         self.limiter = TokenBucket(qps, burst)  # wall time: not the injected retry `sleep`
         self.fences: tuple[Fence, ...] = ()
+        self.deadline: Deadline | None = None  # None: ``retry_window_s`` from a request's first attempt
+        self.retry_window_s = retry_window_s
         self.written: dict[str, str] | None = None  # a view's: object path -> resourceVersion we wrote
         self.attempts = attempts
         self.base_delay = base_delay
@@ -113,7 +121,8 @@ class Kube:
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()  # verb -> count, including retried attempts
         self._counters: tuple[Counter[str], ...] = (self.requests,)  # this view's and its parents'
-        self.retries = 0
+        self._retried: list[int] = [0]  # this view's retries (a list: shared with with_deadline copies)
+        self._retry_counts: tuple[list[int], ...] = (self._retried,)  # this view's and its parents'
         # where requests go, and which config said so: the text of a transport failure
         self.source = "kubeconfig: (given in code)"
 
@@ -144,15 +153,32 @@ class Kube:
         with self._lock:
             return sum(self.requests.values())
 
-    def view(self, fence: Fence | None = None) -> Kube:
-        """This connection with its own request counter (its requests still count in this one's) and,
-        given ``fence``, one more condition on every write."""
+    @property
+    def retries(self) -> int:
+        """Retried attempts sent through this view (its own views' included)."""
+        return self._retried[0]
+
+    def view(self, fence: Fence | None = None, deadline: Deadline | None = None) -> Kube:
+        """This connection with its own request counter (its requests still count in this one's),
+        given ``fence`` one more condition on every write, and given ``deadline`` the wall seconds
+        left for a server-directed wait (``Retry-After``) at any moment."""
         out = copy.copy(self)
         out.requests = Counter()
         out._counters = (*self._counters, out.requests)
+        out._retried = [0]
+        out._retry_counts = (*self._retry_counts, out._retried)
         out.written = {}
         if fence is not None:
             out.fences = (*self.fences, fence)
+        if deadline is not None:
+            out.deadline = deadline
+        return out
+
+    def with_deadline(self, deadline: Deadline) -> Kube:
+        """This very view (the same counters and write record) whose server-directed waits end at
+        ``deadline`` (wall seconds left)."""
+        out = copy.copy(self)
+        out.deadline = deadline
         return out
 
     def fenced(self) -> str | None:
@@ -171,7 +197,9 @@ class Kube:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         verb = "watch" if (query or {}).get("watch") else method.lower()
-        for attempt in range(1, self.attempts + 1):
+        attempt, window = 0, None  # attempt: retries the server did not ask for (bounded by attempts)
+        while True:
+            attempt += 1
             if method in WRITES and (why := self.fenced()):  # checked before every attempt
                 raise Fenced(f"{method} {path} not sent: {why}")
             if verb != "watch":
@@ -201,10 +229,16 @@ class Kube:
                 if self.written is not None and method in WRITES and isinstance(doc, dict):
                     self._wrote(path, doc)
                 return doc
-            if not isinstance(err, RETRYABLE) or attempt == self.attempts:
+            if not isinstance(err, RETRYABLE):
                 raise err from cause
-            self._backoff(attempt, err)
-        raise AssertionError("unreachable")
+            directed = err.retry_after is not None and err.retry_after >= 1.0
+            if directed:
+                attempt -= 1  # the server said when: its waits are bounded by the deadline instead
+            elif attempt >= self.attempts:
+                raise err from cause
+            if window is None:
+                window = [self.deadline() if self.deadline is not None else self.retry_window_s, 0.0]
+            window[1] += self._backoff(attempt, err, self._time_left(window), cause)
 
     def _wrote(self, path: str, doc: Obj) -> None:
         """Remember the resourceVersion our write produced (a cache older than it has not seen it)."""
@@ -214,16 +248,30 @@ class Kube:
             with self._lock:
                 written[path.removesuffix("/status").removesuffix("/scale")] = str(rv)
 
-    def _backoff(self, attempt: int, err: ApiError) -> None:
-        # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After.
-        cap = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+    def _time_left(self, window: list[float]) -> float:
+        """Wall seconds a retry may still wait: ``window`` is [seconds left at the first retry, seconds
+        slept since]; a deadline is read again (the stage may have moved on)."""
+        left = window[0] - window[1]  # also bounds an injected sleep that takes no time
+        return min(left, self.deadline()) if self.deadline is not None else left
+
+    def _backoff(self, attempt: int, err: ApiError, left: float, cause: BaseException) -> float:
+        # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After,
+        # and a Retry-After is never cut short: past the deadline the request gives up at once.
+        cap = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
         delay = self._rng.uniform(0, cap)
         if err.retry_after is not None:
-            delay = max(delay, min(err.retry_after, self.max_delay * 4))
+            delay = max(delay, err.retry_after)
+            if delay > left:
+                err.message += (f" (the server asked to retry after {err.retry_after:g}s; "
+                                f"{max(0.0, left):.0f}s left before the deadline)")
+                err.args = (f"{err.status} {err.reason}: {err.message}",)
+                raise err from cause
         with self._lock:
-            self.retries += 1
-        log.debug("retry %d after %s in %.2fs", attempt, err, delay)
+            for count in self._retry_counts:
+                count[0] += 1
+        (log.info if delay >= 1.0 else log.debug)("%s: retrying in %.1fs", err, delay)
         self._sleep(delay)
+        return delay
 
     # -- typed verbs -------------------------------------------------------------------------------
     def get(self, res: Resource, namespace: str, name: str) -> Obj:

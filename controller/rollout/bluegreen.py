@@ -116,6 +116,8 @@ class BlueGreenRollout:
                  on_step: Callable[[str], None] | None = None,
                  log: Callable[[str], None] = lambda _m: None, kind: BlueGreenKind | None = None,
                  fold_back: bool = False) -> None:
+        # a 429's Retry-After is honoured in full while it fits the current stage's deadline
+        kube = kube.with_deadline(self._stage_time_left)
         self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
         # a new rollout folds green back into the blue pair at the end (a resumed one: as persisted)
         self.fold_back = fold_back
@@ -129,6 +131,14 @@ class BlueGreenRollout:
         self.route: Obj = {}
         # poll every 0.1 s of wall time at least, and no more often than every 2 cluster seconds
         self.poll_s = max(2.0, 0.1 / max(clock.wall(1.0), 1e-9))
+
+    def _stage_time_left(self) -> float:
+        """Wall seconds a server-directed wait may take: until the current weight stage's deadline
+        (bake included); outside a stage (starting, rolling back) the client's own window."""
+        st = P.BlueGreenState.from_route(self.route) if self.route else P.BlueGreenState()
+        if not st.active or st.phase == P.ROLLING_BACK or st.stage_started <= 0:
+            return self.kube.retry_window_s
+        return self.clock.wall(st.stage_started + st.bake_s + st.deadline_s - self.clock.now())
 
     # -- entry ---------------------------------------------------------------------------------------
     def run(self) -> Outcome:

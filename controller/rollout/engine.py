@@ -67,8 +67,10 @@ class Rollout:
                  role: str = "", on_step: Callable[[str], None] | None = None,
                  extra_guard: Callable[[Obj], str | None] | None = None) -> None:
         self.strategy: KindStrategy = strategy or LwsKind()
-        self.kube, self.ns, self.name, self.clock = kube, namespace, name, clock
         self.opts = self.strategy.options(opts)
+        # a 429's Retry-After is honoured in full while it fits the current stage's deadline
+        kube = kube.with_deadline(self._stage_time_left)
+        self.kube, self.ns, self.name, self.clock = kube, namespace, name, clock
         self.manifest = manifest
         self.events = recorder or EventRecorder(kube, clock.now)
         self.report = report or RolloutReport(self.strategy.kind, namespace, name)
@@ -86,6 +88,17 @@ class Rollout:
     def obj(self) -> Obj:
         """The object as last read or written."""
         return self.t.obj
+
+    def _stage_time_left(self) -> float:
+        """Wall seconds a server-directed wait (a 429's Retry-After) may take: until the running
+        stage's deadline, its bake included; outside a stage (starting, rolling back) the client's
+        own window, so a rollback is never given up for a deadline already passed."""
+        st = state.RolloutState.from_object(self.t.obj) if self.t.obj else state.RolloutState()
+        started = state.epoch(st.stage_started) if st.phase == state.RUNNING else None
+        if started is None:
+            return self.kube.retry_window_s
+        until = started + self._bake(st, st.passed) + st.deadline_s
+        return self.clock.wall(until - self.clock.now())
 
     # -- public ------------------------------------------------------------------------------------
     def run(self) -> Outcome:
