@@ -107,7 +107,7 @@ class Driver:
                  on_check: Callable[[str, bool], None] | None = None,
                  analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
                  on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
-                 probed: Obj | None = None, waiter: Waiter | None = None) -> None:
+                 probed: Obj | None = None, waiter: Waiter | None = None, seen: Obj | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
@@ -117,6 +117,10 @@ class Driver:
         self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
         self.on_probe = on_probe or (lambda _r: None)
         self.waiter = waiter
+        # the target as the controller's cache showed it when it decided to start: a fresh rollout's
+        # capacity check and first write act on it, so a start costs one request (a conditional
+        # write: a stale copy gets a 409 and is read again)
+        self.seen = seen
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
@@ -139,13 +143,16 @@ class Driver:
                                before_stage=self._pair_gate).run()
         kind = KIND_TO_TARGET[self.ref.kind]
         res = resource_of(self.ref.kind)
-        live = self.kube.get(res, self.ns, self.ref.name)
+        seen = self.seen if self.seen is not None and not state.RolloutState.from_object(self.seen).active \
+            else None
+        live = seen if seen is not None else self.kube.get(res, self.ns, self.ref.name)
         # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
         # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
         capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
                            skip_gpu_free=True)
         eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock)
         eng.t.checkpoint("begin")
+        eng.t.fresh = live  # the engine's first step acts on it too
         first: Obj | None = live  # just read: the first decision needs no second GET
         while not self.stop.is_set():
             obj = first if first is not None else self.kube.get(res, self.ns, self.ref.name)

@@ -467,7 +467,8 @@ class Controller:
                           on_probe=pd_gate.recorder(kube, self.events, policy, notify),
                           generation=int(policy["metadata"].get("generation", 0)),
                           probed=(policy.get("status") or {}).get("pdProbe"),
-                          waiter=self.loop.wait_target if self.loop is not None else None).run
+                          waiter=self.loop.wait_target if self.loop is not None else None,
+                          seen=objs[0] if self.cache is not None and len(objs) == 1 else None).run
         self._spawn(key, policy, spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,

@@ -41,8 +41,15 @@ class Target:
     obj: Obj = field(default_factory=dict)
     # cluster seconds between reads when the object must be polled (the strategy's ``poll_s``)
     poll: Callable[[Obj], float | None] = field(default=lambda _o: None)
+    # a copy the caller has just seen (the controller's cache), used by the next read instead of a
+    # GET: every write is conditioned on the resourceVersion acted on, so a copy a few events behind
+    # costs a 409 and a re-read, never a wrong write
+    fresh: Obj | None = None
 
     def read(self) -> Obj:
+        if self.fresh is not None:
+            self.obj, self.fresh = self.fresh, None
+            return self.obj
         self.obj = self.kube.get(self.res, self.ns, self.name)
         return self.obj
 
