@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from lwsflow.controller.api.wire import Obj
@@ -29,7 +29,7 @@ from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.incluster.queue import WorkQueue
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.informer import Informer
-from lwsflow.controller.kube.resources import DS, Resource
+from lwsflow.controller.kube.resources import DS, LWS, Resource
 
 log = logging.getLogger("lwsflow.controller")
 
@@ -135,6 +135,16 @@ class InformerLoop:
 
     def informer(self, res: Resource) -> Informer:
         return self.caches.ds if res == DS else self.caches.lws
+
+    def follow(self, res: Resource, namespace: str, name: str, wall_budget: float,
+               after: Obj | None) -> Iterator[Obj] | None:
+        """A rollout's gate wait on the target, from the cache (``rollout/target.Follower``): woken by
+        the informer's events, no watch of its own; None where the cache cannot serve it."""
+        if res not in (LWS, DS):
+            return None
+        inf = self.informer(res)
+        return inf.follow(namespace, name, wall_budget=wall_budget, after=after) if inf.follows(after) \
+            else None
 
     def wait_target(self, res: Resource, namespace: str, name: str, pred: Callable[[Obj], bool],
                     stop: threading.Event) -> Obj | None:

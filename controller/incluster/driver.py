@@ -33,6 +33,7 @@ from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, comm
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.pd import PairRollout, find_pair
 from lwsflow.controller.rollout.session import capacity_preflight, engine_for
+from lwsflow.controller.rollout.target import Follower
 
 log = logging.getLogger("lwsflow.controller.driver")
 
@@ -107,7 +108,8 @@ class Driver:
                  on_check: Callable[[str, bool], None] | None = None,
                  analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
                  on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
-                 probed: Obj | None = None, waiter: Waiter | None = None, seen: Obj | None = None) -> None:
+                 probed: Obj | None = None, waiter: Waiter | None = None, seen: Obj | None = None,
+                 follower: Follower | None = None) -> None:
         self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
         self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
         self.stop = stop or threading.Event()
@@ -121,6 +123,7 @@ class Driver:
         # capacity check and first write act on it, so a start costs one request (a conditional
         # write: a stale copy gets a 409 and is read again)
         self.seen = seen
+        self.follower = follower  # the engine's gate waits on the controller's cache (None: watches)
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""
@@ -140,7 +143,7 @@ class Driver:
                 capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info,
                                    skip_gpu_free=True)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
-                               before_stage=self._pair_gate).run()
+                               before_stage=self._pair_gate, follower=self.follower).run()
         kind = KIND_TO_TARGET[self.ref.kind]
         res = resource_of(self.ref.kind)
         seen = self.seen if self.seen is not None and not state.RolloutState.from_object(self.seen).active \
@@ -150,13 +153,14 @@ class Driver:
         # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
         capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
                            skip_gpu_free=True)
-        eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock)
+        eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock,
+                               follower=self.follower)
         eng.t.checkpoint("begin")
-        eng.t.fresh = live  # the engine's first step acts on it too
         first: Obj | None = live  # just read: the first decision needs no second GET
         while not self.stop.is_set():
             obj = first if first is not None else self.kube.get(res, self.ns, self.ref.name)
             first = None
+            eng.t.fresh = obj  # the engine's step acts on this read too: one GET per step, not two
             st = state.RolloutState.from_object(obj)
             if st.active:
                 gate_k = gates.next_gate(self.spec, st, gates.promoted_stage(obj, st.id))

@@ -468,7 +468,8 @@ class Controller:
                           generation=int(policy["metadata"].get("generation", 0)),
                           probed=(policy.get("status") or {}).get("pdProbe"),
                           waiter=self.loop.wait_target if self.loop is not None else None,
-                          seen=objs[0] if self.cache is not None and len(objs) == 1 else None).run
+                          seen=objs[0] if self.cache is not None and len(objs) == 1 else None,
+                          follower=self.loop.follow if self.loop is not None else None).run
         self._spawn(key, policy, spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,

@@ -65,6 +65,7 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 RETRYABLE = (TooManyRequests, ServerError)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+POOL_SIZE = 64  # connections kept open to the API server (idle ones cost a socket each)
 Fence = Callable[[], str | None]  # a reason to refuse writes now, or None
 Deadline = Callable[[], float]  # wall seconds the caller can still wait (a rollout: its stage deadline)
 
@@ -143,6 +144,10 @@ class Kube:
         # urllib3 would otherwise retry 429/503 itself (sleeping on Retry-After, invisibly, and
         # on top of our bounded policy): one retry layer, this one, that counts and reports.
         cfg.retries = False
+        # the client sizes its pool at 5 connections per CPU (10 on two cores): a controller with
+        # informer watches, workers and concurrent rollouts would open (TLS handshake) and discard
+        # a connection per request past that
+        cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, POOL_SIZE)
         kube = cls(kclient.ApiClient(cfg), **kw)
         kube.source = (f"kubeconfig: {path or kconfig.KUBE_CONFIG_DEFAULT_LOCATION}"
                        if path or not os.environ.get("KUBERNETES_SERVICE_HOST") else "in-cluster config")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import urllib3
 
@@ -57,7 +57,11 @@ class Informer:
         self.on_error = on_error
         self.stop, self.watch_s = stop, watch_s
         self._cache: dict[Key, Obj] = {}
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        # waiters per object (a manual gate, a rollout's readiness gate): an event wakes only those
+        # following that object, not every waiting rollout; they share the cache's lock
+        self._waiting: dict[Key, threading.Condition] = {}
         self.synced = threading.Event()  # the first list is in (or the kind is not served)
         self.served = True
         self.relists = 0
@@ -83,15 +87,63 @@ class Informer:
         set or ``timeout_s`` wall seconds pass (the last copy returned): woken by cache events, no
         request of its own."""
         end = time.monotonic() + timeout_s
+        key = (namespace, name)
         with self._cond:
             while True:
-                obj = self._cache.get((namespace, name))
+                obj = self._cache.get(key)
                 if obj is None or pred(obj) or stop.is_set() or self.stop.is_set():
                     return obj
                 left = end - time.monotonic()
                 if left <= 0:
                     return obj
-                self._cond.wait(min(left, 1.0))  # 1 s: notice ``stop`` (set without notifying us)
+                self._wait(key, min(left, 1.0))  # 1 s: notice ``stop`` (set without notifying us)
+
+    def follows(self, after: Obj | None) -> bool:
+        """Whether :meth:`follow` can serve a rollout that last saw ``after``: listed, served, and
+        resourceVersions that compare as numbers (etcd's revisions; opaque otherwise, so "older than
+        our write" could not be told and the caller watches the API instead)."""
+        return self.synced.is_set() and self.served and (after is None or _rv(after) >= 0)
+
+    def follow(self, namespace: str, name: str, *, wall_budget: float,
+               after: Obj | None = None) -> Iterator[Obj]:
+        """``kube/watch.follow`` served from this cache, without a request: the object now and after
+        each change, for at most ``wall_budget`` wall seconds; NotFound once it is gone.
+
+        ``after``: the copy the caller last read or wrote through the API. Cached copies older than it
+        are skipped until the watch delivers it, so a gate is never judged on what the caller's own
+        write replaced (read-your-writes)."""
+        end = time.monotonic() + wall_budget
+        key, floor, last = (namespace, name), _rv(after), -2
+        while True:
+            with self._cond:
+                while True:
+                    obj = self._cache.get(key)
+                    if obj is None:
+                        raise NotFound(f"{self.res.plural} {namespace}/{name} was deleted")
+                    rv = _rv(obj)
+                    if rv >= floor and rv != last:
+                        break
+                    left = end - time.monotonic()
+                    if left <= 0 or self.stop.is_set():
+                        return
+                    self._wait(key, min(left, 1.0))
+            last = rv
+            yield obj
+            if time.monotonic() >= end:
+                return
+
+    def _wait(self, key: Key, timeout_s: float) -> None:
+        """Wait (holding the cache lock) until ``key`` changes or ``timeout_s`` passes."""
+        cond = self._waiting.get(key)
+        if cond is None:
+            cond = self._waiting[key] = threading.Condition(self._lock)
+        cond.wait(timeout_s)
+
+    def _changed(self, key: Key) -> None:
+        """Wake whoever waits on ``key`` (the cache lock held)."""
+        cond = self._waiting.get(key)
+        if cond is not None:
+            cond.notify_all()
 
     def store(self, obj: Obj) -> None:
         """Put a copy this process just wrote (the API's answer) into the cache when it is newer than
@@ -101,7 +153,7 @@ class Informer:
             old = self._cache.get(key)
             if old is not None and _rv(obj) > _rv(old) >= 0:
                 self._cache[key] = obj
-                self._cond.notify_all()
+                self._changed(key)
 
     # -- the list-then-watch loop -------------------------------------------------------------------
     def run(self) -> None:
@@ -139,7 +191,8 @@ class Informer:
         fresh = {key_of(o): o for o in items}
         with self._cond:
             old, self._cache = self._cache, fresh
-            self._cond.notify_all()
+            for cond in self._waiting.values():
+                cond.notify_all()
         self.rv, self.served = rv, True
         for key, obj in fresh.items():
             before = old.get(key)
@@ -169,7 +222,7 @@ class Informer:
                     self._cache.pop(key, None)
                 elif old is None or _rv(obj) >= _rv(old) or _rv(obj) < 0:
                     self._cache[key] = obj
-                self._cond.notify_all()
+                self._changed(key)
             self._emit(etype, obj, old)
             if self.stop.is_set():
                 return

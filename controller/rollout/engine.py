@@ -43,7 +43,7 @@ from lwsflow.controller.rollout.report import RolloutReport, StageRecord
 from lwsflow.controller.rollout.retry import ConflictBackoff
 from lwsflow.controller.rollout.rollback import Rollback
 from lwsflow.controller.rollout.stages import partition_for
-from lwsflow.controller.rollout.target import Target
+from lwsflow.controller.rollout.target import Follower, Target
 
 log = logging.getLogger("lwsflow.rollout")
 
@@ -65,7 +65,8 @@ class Rollout:
                  strategy: KindStrategy | None = None, manifest: Obj | None = None,
                  recorder: EventRecorder | None = None, report: RolloutReport | None = None,
                  role: str = "", on_step: Callable[[str], None] | None = None,
-                 extra_guard: Callable[[Obj], str | None] | None = None) -> None:
+                 extra_guard: Callable[[Obj], str | None] | None = None,
+                 follower: Follower | None = None) -> None:
         self.strategy: KindStrategy = strategy or LwsKind()
         self.opts = self.strategy.options(opts)
         # a 429's Retry-After is honoured in full while it fits the current stage's deadline
@@ -77,7 +78,7 @@ class Rollout:
         self.role = role
         self.extra_guard = extra_guard  # P/D max-skew: returns a reason to hold, or None
         self.t = Target(kube, self.strategy.res, namespace, name, clock, self.report, self.events, role,
-                        on_step or (lambda _s: None), poll=self.strategy.poll_s)
+                        on_step or (lambda _s: None), poll=self.strategy.poll_s, follower=follower)
         self.failure = Rollback(self.t, self.strategy, self.opts)
         self.conflicts = ConflictBackoff(clock, deadline_s=self.opts.deadline_s)
         self._done_wall = time.monotonic()  # when the current stage finished (gate, bake, hooks)

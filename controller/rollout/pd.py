@@ -40,6 +40,7 @@ from lwsflow.controller.rollout.engine import (
 )
 from lwsflow.controller.rollout.report import RolloutReport
 from lwsflow.controller.rollout.stages import resolve_stages, scale_fraction
+from lwsflow.controller.rollout.target import Follower
 
 log = logging.getLogger("lwsflow.rollout.pd")
 ROLES = ("decode", "prefill")  # the order each stage moves in
@@ -86,7 +87,8 @@ class PairRollout:
     def __init__(self, kube: Kube, namespace: str, pair: str, opts: RolloutOptions, clock: Clock, *,
                  manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None,
-                 before_stage: Callable[[int], None] | None = None) -> None:
+                 before_stage: Callable[[int], None] | None = None,
+                 follower: Follower | None = None) -> None:
         self.kube, self.ns, self.pair, self.clock = kube, namespace, pair, clock
         # called before stage k (0-based) moves either role: a manual gate blocks here (RolloutPolicy)
         self.before_stage = before_stage
@@ -113,7 +115,7 @@ class PairRollout:
             self.engines[role] = Rollout(
                 kube, namespace, live[role]["metadata"]["name"], ropts, clock,
                 manifest=manifests.get(role), recorder=self.events, report=self.report, role=role,
-                on_step=on_step, extra_guard=self._guard_for(role))
+                on_step=on_step, extra_guard=self._guard_for(role), follower=follower)
         self.n = len(tb)
 
     def _guard_for(self, role: str) -> Callable[[Obj], str | None]:

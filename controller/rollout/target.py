@@ -24,6 +24,10 @@ from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.outcome import Replan
 from lwsflow.controller.rollout.report import RolloutReport
 
+Follower = Callable[[Resource, str, str, float, "Obj | None"], "Iterator[Obj] | None"]
+"""(res, namespace, name, wall budget, the copy last seen) -> the object now and after each change,
+from a cache (``kube/informer.Informer.follow``); None where the cache cannot serve it."""
+
 
 @dataclass
 class Target:
@@ -45,6 +49,8 @@ class Target:
     # GET: every write is conditioned on the resourceVersion acted on, so a copy a few events behind
     # costs a 409 and a re-read, never a wrong write
     fresh: Obj | None = None
+    # the in-cluster controller's informer cache: gates are followed on its events, no watch of our own
+    follower: Follower | None = None
 
     def read(self) -> Obj:
         if self.fresh is not None:
@@ -76,7 +82,10 @@ class Target:
         budget = self.clock.wall(max(0.0, until - self.clock.now())) + 0.05
         every = self.poll(self.obj) if self.obj else None
         if every is None:
-            yield from kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
+            cached = self.follower(self.res, self.ns, self.name, budget, self.obj or None) \
+                if self.follower is not None else None
+            yield from cached if cached is not None else \
+                kwatch.follow(self.kube, self.res, self.ns, self.name, wall_budget=budget)
             return
         end = time.monotonic() + budget
         while True:  # polled: the object does not change while what its gate reads does

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from lwsflow.controller.errors import NotFound
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.informer import Informer
@@ -116,3 +117,53 @@ def test_informer_resumes_from_its_resource_version_and_relists_on_410(env: Env)
     assert inf.relists >= 2  # the first list, then the relist after 410
     assert ("DELETED", "a") in events and ("ADDED", "c") in events
     assert faults.injected.get(410, 0) >= 1
+
+
+def test_a_rollout_follows_its_gates_on_the_cache_without_a_watch_of_its_own(env: Env) -> None:
+    """From the template change to Succeeded, the controller opens no watch: every stage's readiness
+    gate is judged on the LWS informer's events (the CLI's engine opens a watch per wait instead)."""
+    agent = "lwsflow-controller/follow"
+    seen = Seen(env, agent)
+    env.create_ready(lws_manifest("f", replicas=4, partition=4))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pf", "f", [{"groups": 1}, {"groups": 2}, {"groups": "100%"}]))
+    with running(_controller(env, agent)):
+        wait_policy(env, "pf", lambda s: bool(s.get("stableRevision")))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        sync(env, "f", "vllm:2")
+        wait_policy(env, "pf", lambda s: s.get("phase") == "Succeeded")
+        sent = seen.since(t0, watches=True)
+    assert [r for r in sent if r[1] == "watch"] == []
+    assert any(r[1] == "patch" and r[3] == "f" for r in sent)  # it did drive the rollout
+    assert env.rec.partitions["f"] == [4, 3, 2, 0, 4]
+
+
+def test_following_from_the_cache_never_yields_a_copy_older_than_our_write(env: Env) -> None:
+    """The informer has listed but its watch is not running (a cache behind): a follower that wrote
+    the object gets nothing until the cache holds that write, then exactly it; a deleted object
+    ends the follow with NotFound, as a watch does."""
+    env.kube.create(LWS, NS, lws_manifest("w", replicas=1))
+    stop = threading.Event()
+    inf = Informer(env.kube, LWS, NS, lambda *_a: None, stop=stop)
+    inf._relist()  # the list only: no watch delivers later changes
+    assert [o["metadata"]["name"] for o in inf.follow(NS, "w", wall_budget=0.2)] == ["w"]
+    ours = env.kube.merge_patch(LWS, NS, "w", {"metadata": {"labels": {"touched": "yes"}}})
+    assert inf.follows(ours)
+    t0 = time.monotonic()
+    assert list(inf.follow(NS, "w", wall_budget=0.5, after=ours)) == []  # the stale copy is skipped
+    assert time.monotonic() - t0 >= 0.5
+    got: list[dict] = []
+    follower = threading.Thread(target=lambda: got.extend(inf.follow(NS, "w", wall_budget=5.0, after=ours)))
+    follower.start()
+    time.sleep(0.2)
+    inf.store(ours)  # the cache catches up: the waiting follower is woken at once
+    time.sleep(0.2)
+    assert [o["metadata"]["labels"]["touched"] for o in got] == ["yes"]
+    stop.set()  # the follow ends with the informer
+    follower.join(3)
+    assert not follower.is_alive()
+    env.kube.delete(LWS, NS, "w")
+    inf._relist()
+    with pytest.raises(NotFound):
+        list(inf.follow(NS, "w", wall_budget=1.0))
+    assert not inf.follows({"metadata": {"resourceVersion": "opaque-v1"}})  # cannot tell older: watch
