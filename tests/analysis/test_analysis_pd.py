@@ -49,7 +49,7 @@ ERRORS = {"window": "5s", "metrics": [{
 class Env:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.port = random.randint(20_000, 60_000)
+        self.port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
         cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=6)],
                             timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
                                             weight_gb=0.0),

@@ -83,7 +83,7 @@ def test_smoke_provider_runs_the_smoke_test_of_the_new_revision(tmp_path: Path) 
     """The smoke provider against a real LWS on the embedded cluster: a release whose engines answer
     every request scores 1.0 and passes `result >= 1`; one whose engines answer 500 (an image tag with
     `bad`, docs/embedded-cluster.md) scores below it and fails; the TTFT figure is a real latency."""
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
     cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=2)],
                         timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
                                         weight_gb=0.0))

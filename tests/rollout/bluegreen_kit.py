@@ -83,7 +83,7 @@ class Env:
     def __init__(self, tmp: Path, kind: str = "pair", *, speed: float = 50.0, gpus_per_node: int = 8,
                  ds_writes_status: bool = True) -> None:
         self.tmp, self.kind = tmp, kind
-        self.port = random.randint(20_000, 60_000)
+        self.port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
         cfg = ClusterConfig(
             pools=[PoolConfig(name="h100", count=1, gpus_per_node=gpus_per_node, gpu_product="H100")],
             timings=Timings(pull_gbps=100.0, image_gb=0.1, cpu_image_gb=0.1, container_start_s=1.0,

@@ -42,7 +42,7 @@ from reliability.rollout_env import (
     make_env,
 )
 
-PORT = random.randint(20_000, 60_000)
+PORT = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
 REPLICAS = {"prefill": 2, "decode": 1}
 
 

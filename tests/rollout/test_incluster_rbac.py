@@ -57,7 +57,10 @@ def test_controller_rbac_matches_what_it_uses(env: Env, tmp_path: Path) -> None:
                                        ("bad", "bad", "LeaderWorkerSet", two),
                                        ("c", "c", "LeaderWorkerSetPair", two),
                                        ("dis", "dis", "DisaggregatedSet", [{"groups": "100%"}])):
-        p = policy(name, target, stages, progressDeadline="2m", notifications=hooks)
+        # "bad" fails its 2m deadline on purpose; the others must not fail theirs on a loaded machine
+        # (2m of cluster time is 0.6 wall s at 200x), so they get 10m
+        p = policy(name, target, stages, progressDeadline="2m" if name == "bad" else "10m",
+                   notifications=hooks)
         p["spec"]["targetRef"]["kind"] = kind
         env.kube.create(ROLLOUT_POLICY, NS, p)
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)

@@ -68,7 +68,7 @@ def test_cluster_runs_each_digest_with_its_profile() -> None:
     cfg.serve_engines = True
     cfg.images[SLOW] = ImageProfile(ttft_s=0.063, error_ratio=0.1, slowdown_per_min=0.1)
     c = Cluster(cfg)
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
     for name, image in (("slow", f"r.example/engine@{SLOW}"), ("good", "r.example/engine:v1")):
         lws = make_lws(name, replicas=1, size=1, image=image)
         lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] = {
@@ -95,7 +95,7 @@ def test_replaced_pod_of_the_same_name_gets_its_own_engine() -> None:
     from lwsflow.sim.engine import EnginePodHook
 
     hook = EnginePodHook(profile_of={SLOW: ImageProfile(ttft_s=0.063)}.get)
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
 
     def pod(uid: str, ip: str, image: str) -> dict:
         return {"metadata": {"name": "llama-1", "namespace": "default", "uid": uid,
@@ -121,7 +121,7 @@ def test_stopped_engine_closes_its_keep_alive_connections() -> None:
     engine stops, the next request must reach the new engine, not a handler thread of the old one
     (found measuring analysis windows: the new revision's pod got almost no traffic for 30 s, its rate()
     windows "no data"; docs/analysis.md, the time rule)."""
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
     body = {"model": "old", "prompt": "hi", "max_tokens": 2}
     with httpx.Client(timeout=5) as client:
         with start_engine(port=port, model="old") as old:
@@ -140,7 +140,7 @@ def test_slowdown_counts_cluster_minutes_at_speed(tmp_path: Path) -> None:
 
     cfg = small_config(nodes=1, domains=1)
     cfg.images[SLOW] = ImageProfile(ttft_s=0.05, slowdown_per_min=1.0)
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
     with EmbeddedCluster(tmp_path, cfg, speed=60.0, engines=True) as sim:
         lws = make_lws("slow", replicas=1, size=1, image=f"r.example/engine@{SLOW}")
         lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] = {

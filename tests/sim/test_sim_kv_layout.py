@@ -74,7 +74,7 @@ def test_image_profile_sets_the_layout_by_digest() -> None:
     parsed = ClusterConfig.from_dict({"pools": [], "images": {NEW: {"kv_layout": "2"}}})
     assert parsed.images[NEW].kv_layout == "2"
     c = Cluster(cfg)
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
     for name, image in (("new", f"r.example/engine@{NEW}"), ("old", "r.example/engine:v1")):
         lws = make_lws(name, replicas=1, size=1, image=image)
         lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] = {

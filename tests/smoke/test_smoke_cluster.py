@@ -30,7 +30,7 @@ class Sim:
     def __init__(self, tmp: Path) -> None:
         # Each embedded cluster picks a random pod network (127.N.x.y); a random serving port and an
         # ephemeral side channel make a clash with a parallel test process even less likely.
-        self.port = random.randint(20_000, 60_000)
+        self.port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
         self.sim = EmbeddedCluster(tmp, ClusterConfig(
             pools=[PoolConfig(name="h100", count=4, gpus_per_node=8, gpu_product="NVIDIA-H100",
                               topology_key=TOPO, topology_domains=2),
