@@ -7,7 +7,7 @@ still gives the official client's kubeconfig/in-cluster auth, TLS and connection
 Retries: 429 and 5xx (and dropped connections) are retried with exponential backoff and full
 jitter, never shorter than the server's ``Retry-After``. A wait the server asked for (a
 ``Retry-After`` of a second or more) is honoured in full, as often as it is asked, while it fits the
-caller's deadline: a rollout's view (:meth:`Kube.view` ``deadline``) gives its current stage's
+caller's deadline: a rollout's connection (:meth:`Kube.with_deadline`) gives its current stage's
 deadline, anything else ``retry_window_s`` from the request's first attempt; a wait past it is not
 shortened but given up at once, the error saying so. Other retries are bounded by ``attempts``. 409
 Conflict is not retried here (a blind retry would overwrite someone's change): callers re-read and
@@ -163,10 +163,9 @@ class Kube:
         """Retried attempts sent through this view (its own views' included)."""
         return self._retried[0]
 
-    def view(self, fence: Fence | None = None, deadline: Deadline | None = None) -> Kube:
-        """This connection with its own request counter (its requests still count in this one's),
-        given ``fence`` one more condition on every write, and given ``deadline`` the wall seconds
-        left for a server-directed wait (``Retry-After``) at any moment."""
+    def view(self, fence: Fence | None = None) -> Kube:
+        """This connection with its own request counter (its requests still count in this one's) and,
+        given ``fence``, one more condition on every write."""
         out = copy.copy(self)
         out.requests = Counter()
         out._counters = (*self._counters, out.requests)
@@ -175,13 +174,11 @@ class Kube:
         out.written = {}
         if fence is not None:
             out.fences = (*self.fences, fence)
-        if deadline is not None:
-            out.deadline = deadline
         return out
 
     def with_deadline(self, deadline: Deadline) -> Kube:
-        """This very view (the same counters and write record) whose server-directed waits end at
-        ``deadline`` (wall seconds left)."""
+        """This very view (the same counters and write record) whose server-directed waits
+        (``Retry-After``) end at ``deadline`` (wall seconds left, read at each wait)."""
         out = copy.copy(self)
         out.deadline = deadline
         return out
@@ -202,7 +199,9 @@ class Kube:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         verb = "watch" if (query or {}).get("watch") else method.lower()
-        attempt, window = 0, None  # attempt: retries the server did not ask for (bounded by attempts)
+        attempt = 0  # retries the server did not ask for (bounded by attempts)
+        budget: float | None = None  # wall seconds left for waits at the first retry
+        slept = 0.0  # since then (also bounds an injected sleep that takes no time)
         while True:
             attempt += 1
             if method in WRITES and (why := self.fenced()):  # checked before every attempt
@@ -241,9 +240,12 @@ class Kube:
                 attempt -= 1  # the server said when: its waits are bounded by the deadline instead
             elif attempt >= self.attempts:
                 raise err from cause
-            if window is None:
-                window = [self.deadline() if self.deadline is not None else self.retry_window_s, 0.0]
-            window[1] += self._backoff(attempt, err, self._time_left(window), cause)
+            if budget is None:
+                budget = self.deadline() if self.deadline is not None else self.retry_window_s
+            left = budget - slept
+            if self.deadline is not None:  # read again: the stage may have moved on
+                left = min(left, self.deadline())
+            slept += self._backoff(attempt, err, left, cause)
 
     def _wrote(self, path: str, doc: Obj) -> None:
         """Remember the resourceVersion our write produced (a cache older than it has not seen it)."""
@@ -252,12 +254,6 @@ class Kube:
         if rv and written is not None:
             with self._lock:
                 written[path.removesuffix("/status").removesuffix("/scale")] = str(rv)
-
-    def _time_left(self, window: list[float]) -> float:
-        """Wall seconds a retry may still wait: ``window`` is [seconds left at the first retry, seconds
-        slept since]; a deadline is read again (the stage may have moved on)."""
-        left = window[0] - window[1]  # also bounds an injected sleep that takes no time
-        return min(left, self.deadline()) if self.deadline is not None else left
 
     def _backoff(self, attempt: int, err: ApiError, left: float, cause: BaseException) -> float:
         # Full jitter (AWS architecture blog): uniform in [0, cap]; never shorter than Retry-After,

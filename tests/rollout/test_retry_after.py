@@ -58,7 +58,7 @@ def test_a_wait_the_server_asks_for_is_taken_in_full_within_the_deadline(tmp_pat
         sleeps: list[float] = []
         # attempts=1: a server-directed wait does not use up the attempts meant for unasked retries
         kube = Kube(env.kube.api, sleep=sleeps.append, attempts=1)
-        assert kube.view(deadline=lambda: 600.0).get(LWS, NS, "t")["metadata"]["name"] == "t"
+        assert kube.with_deadline(lambda: 600.0).get(LWS, NS, "t")["metadata"]["name"] == "t"
         assert sleeps == [AFTER, AFTER] and throttle.injected == 2
 
         # no deadline given: the client's window (60 s) takes one 45 s wait, not a second one
@@ -73,7 +73,7 @@ def test_a_wait_the_server_asks_for_is_taken_in_full_within_the_deadline(tmp_pat
         faults.request_hook = Throttle(2, lws_get("t"))
         sleeps.clear()
         with pytest.raises(TooManyRequests):
-            kube.view(deadline=lambda: 0.0).get(LWS, NS, "t")
+            kube.with_deadline(lambda: 0.0).get(LWS, NS, "t")
         assert sleeps == []
 
 
