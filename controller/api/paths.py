@@ -1,13 +1,14 @@
 """Where the upstream reference material lives: pinned Go modules, cached outside the repository.
 
 Tests and tools read upstream CRDs, example manifests and schemas (LWS, Gateway API, Inference
-Extension, Argo Workflows). They come from the Go module proxy at the versions named in
-``scripts/upstream/go.mod`` and are verified against its ``go.sum`` by ``go mod download`` (the
-checksum is compared again here). :func:`fetch` copies the folders lwsflow reads into
+Extension, Argo Workflows, Kubernetes' generated.proto files). They come from the Go module proxy at
+the versions named in ``scripts/upstream/go.mod`` and are verified against its ``go.sum`` by
+``go mod download`` (the checksum is compared again here). :func:`fetch` copies the folders lwsflow reads into
 ``${LWSFLOW_CACHE:-~/.cache/lwsflow}/upstream/<module>@<version>/`` (``scripts/setup`` runs it; an
 accessor runs it on first use, with a progress line). Nothing is read from beside the repository.
 
-The runtime never needs any of this: it reads the packaged CRD copies under ``controller/api/crds/``.
+The runtime never needs any of this: it reads the packaged CRD copies under ``controller/api/crds/``
+(and the embedded cluster its packaged protobuf table, ``sim/apiserver/k8s_protobuf.json.gz``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ class Module:
     """One pinned upstream module and the folders (or files) of it that lwsflow reads."""
 
     path: str
-    parts: tuple[str, ...]
+    parts: tuple[str, ...]  # folders or files; a part with a ``*`` is a glob of files
+
+
+# Kubernetes' protobuf schemas (each API package's generated.proto, with the Go types whose struct tags
+# say which fields are pointers or omitempty): scripts/pack_protobuf.py derives the embedded cluster's
+# decoding table from them (sim/apiserver/protobuf.py)
+_APIMACHINERY_PROTO = tuple(f"pkg/{d}/{f}" for d, files in (
+    ("apis/meta/v1", ("generated.proto", "types.go")), ("util/intstr", ("generated.proto", "intstr.go")),
+    ("api/resource", ("generated.proto",)), ("runtime", ("generated.proto", "types.go"))) for f in files)
 
 
 # What is copied out of each module; the version comes from scripts/upstream/go.mod.
@@ -43,6 +52,8 @@ MODULES: dict[str, Module] = {
     "gateway-api": Module("sigs.k8s.io/gateway-api", ("config/crd/standard",)),
     "inference-extension": Module("sigs.k8s.io/gateway-api-inference-extension", ("config/crd/bases",)),
     "argo-workflows": Module("github.com/argoproj/argo-workflows/v3", ("api/jsonschema/schema.json",)),
+    "k8s-api": Module("k8s.io/api", ("*/*/generated.proto", "*/*/types.go", "*/*/register.go")),
+    "k8s-apimachinery": Module("k8s.io/apimachinery", _APIMACHINERY_PROTO),
 }
 
 
@@ -127,11 +138,12 @@ def fetch(name: str) -> Path:
     tmp = dest.with_name(f".{dest.name}.tmp.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     for part in mod.parts:
-        (tmp / part).parent.mkdir(parents=True, exist_ok=True)
-        if (src / part).is_dir():
-            shutil.copytree(src / part, tmp / part)
-        else:
-            shutil.copy2(src / part, tmp / part)
+        for rel in sorted(str(p.relative_to(src)) for p in src.glob(part)) if "*" in part else [part]:
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            if (src / rel).is_dir():
+                shutil.copytree(src / rel, tmp / rel)
+            else:
+                shutil.copy2(src / rel, tmp / rel)
     for p in [tmp, *tmp.rglob("*")]:  # the module cache is read-only; the copy must be removable
         p.chmod(0o755 if p.is_dir() else 0o644)
     (tmp / ".complete").write_text(f"{ref} {pinned}\n")
@@ -180,6 +192,11 @@ def gateway_crd(file_name: str) -> Path:
     if file_name.startswith("inference."):
         return module_dir("inference-extension") / "config" / "crd" / "bases" / file_name
     return module_dir("gateway-api") / "config" / "crd" / "standard" / file_name
+
+
+def k8s_proto_roots() -> tuple[Path, Path]:
+    """The cached k8s.io/api and k8s.io/apimachinery copies (generated.proto and Go types per package)."""
+    return module_dir("k8s-api"), module_dir("k8s-apimachinery")
 
 
 def argo_schema() -> Path:

@@ -55,7 +55,9 @@ def decode_body(raw: bytes, content_type: str = "") -> Any:
     if "protobuf" in content_type:
         from lwsflow.sim.apiserver.protobuf import decode_k8s_protobuf
 
-        return decode_k8s_protobuf(raw)
+        decoded = decode_k8s_protobuf(raw)
+        _check_depth(decoded)  # a RawExtension carries JSON of its own
+        return decoded
     try:
         doc = json.loads(raw or b"null")
     except RecursionError:
