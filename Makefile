@@ -1,5 +1,6 @@
 # The two commands of the README: `make demo` (set up, then the full pipeline on the embedded
-# cluster) and `make test` (set up, then lint, type check, drift checks and the whole test suite).
+# cluster; `make demo KEEP=1` keeps the cluster, the controller and the dashboard up until Ctrl-C) and
+# `make test` (set up, then lint, type check, drift checks and the whole test suite).
 # `make conformance` builds the reference cluster from Go modules when missing (minutes, once per
 # machine: the binaries are cached outside the repository), then compares it with the embedded one.
 .PHONY: setup demo test lint bench conformance refcluster
@@ -8,7 +9,7 @@ setup:
 	@bash scripts/setup
 
 demo: setup
-	.venv/bin/lwsflow demo
+	.venv/bin/lwsflow demo $(if $(filter 1 yes true,$(KEEP)),--keep)
 
 lint: setup
 	.venv/bin/ruff check .

@@ -1,11 +1,12 @@
 """Install the repository's top-level folders under one ``lwsflow`` namespace.
 
-The design fixes the folders (``controller/``, ``components/``, ``pipelines/``, ``sim/``) at the
-repository root; ``package_dir`` maps each onto ``lwsflow.<folder>`` so nothing generic lands in
-site-packages. ``lwsflow`` itself is a namespace package: it has no folder of its own.
+The design fixes the folders (``controller/``, ``components/``, ``pipelines/``, ``sim/``,
+``rehearsal/``) at the repository root; ``package_dir`` maps each onto ``lwsflow.<folder>`` so nothing
+generic lands in site-packages. ``lwsflow`` itself is a namespace package: it has no folder of its own.
 
 A folder that is absent is left out: the controller image (``Containerfile``) copies only
-``controller/``, ``components/`` and ``pipelines/``, so the embedded cluster (``sim/``) never ships.
+``controller/``, ``components/`` and ``pipelines/``, so the embedded cluster (``sim/``) and the tools
+that rehearse the product on it (``rehearsal/``: demo, local runs, the reference cluster) never ship.
 """
 
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).resolve().parent
-FOLDERS = tuple(f for f in ("controller", "components", "pipelines", "sim") if (HERE / f).is_dir())
+FOLDERS = tuple(f for f in ("controller", "components", "pipelines", "sim", "rehearsal")
+                if (HERE / f).is_dir())
 
 setup(
     package_dir={f"lwsflow.{folder}": folder for folder in FOLDERS},

@@ -1,5 +1,6 @@
-"""Analysis power curve: per effect size, the share of releases the analysis gate holds back and the
-time it takes, at three traffic levels and two timescales; the false-failure rate of healthy releases.
+"""Analysis power curve: per effect size, the share of releases the analysis gate passes, fails and
+leaves inconclusive, and the time it takes, at four traffic levels, for today's fixed horizon and the
+sequential design side by side (``--designs fixed,sequential``); the false holds of healthy releases.
 
 What is real and what is modelled. The decision code is the product's own: ``run_analysis``
 (``controller/analysis/run.py``) with the built-in ``vllm`` / ``vllm-pd`` template (its queries'
@@ -25,6 +26,11 @@ ms, 0.1% errors, 4-32 output tokens; each revision has its own seeded stream):
 * ``kv-0.5`` ... ``kv-5`` (P/D, ``vllm-pd``): that share of the decode's KV pulls fail (each also an
   error answer, as the engine does), the stable's none;
 * ``degrading``: latency grows 5% per minute of uptime.
+
+Designs: ``fixed`` is the fixed horizon before sequential decisions (every measurement at the full
+alpha, failureLimit 1, the metric decided after ``count`` measurements: ``run_analysis(...,
+sequential=False)``); ``sequential`` the default now (``evaluate.Look``, ``stats.sequential_levels``:
+each statistical metric decides at its first decisive look, the analysis ends once all have passed).
 
 Timescales: ``production`` is the template as shipped (30 s interval and window, 4 measurements,
 failureLimit 1, inconclusiveLimit 1); ``short`` the real-Prometheus bench's (10 s window, a
@@ -59,7 +65,8 @@ BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0
            20.0, 40.0, 80.0, math.inf)
 Z95 = 1.6449  # the 95th percentile of the standard normal: a profile's p95 -> log-normal sigma
 START_S = 10.0  # the candidate's first request -> the analysis's first measurement (the hook's wait)
-RATES = (1.0, 10.0, 50.0)
+RATES = (1.0, 5.0, 10.0, 50.0)
+DESIGNS = ("fixed", "sequential")
 
 
 @dataclass(frozen=True)
@@ -170,7 +177,7 @@ class Outcome:
     short_of_traffic: int = 0  # measurements inconclusive for too little traffic
 
 
-def one_run(scenario: str, rate: float, timescale: str, seed: int) -> Outcome:
+def one_run(scenario: str, rate: float, timescale: str, seed: int, design: str = "sequential") -> Outcome:
     candidate, pd = SCENARIOS[scenario]
     spec = spec_for(pd, timescale)
     m0 = spec.metrics[0]
@@ -189,7 +196,7 @@ def one_run(scenario: str, rate: float, timescale: str, seed: int) -> Outcome:
         now[0] += s
 
     res = run_analysis(spec, {"revision": "new", "stable_revision": "old", "namespace": "ns", "lws": "m"},
-                       measure, sleep=sleep, clock=lambda: now[0])
+                       measure, sleep=sleep, clock=lambda: now[0], sequential=design == "sequential")
     return Outcome(res.phase, now[0], [k for k, v in res.metrics.items() if v == "failed"],
                    sum("too little traffic" in m.detail for m in res.measurements))
 
@@ -200,6 +207,7 @@ class Cell:
     rate: float
     timescale: str
     outcomes: list[Outcome]
+    design: str = "sequential"
 
     @property
     def held(self) -> float:
@@ -213,6 +221,11 @@ class Cell:
         held = [o.decided_s for o in self.outcomes if o.phase != "successful"]
         return statistics.median(held) if held else None
 
+    def times(self) -> tuple[float, float]:
+        """Median and 90th percentile of the time to the verdict, whatever it was."""
+        xs = sorted(o.decided_s for o in self.outcomes)
+        return statistics.median(xs), xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)]
+
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """The 95% Wilson score interval of a share k / n."""
@@ -224,12 +237,36 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def cells(scenarios: list[str], rates: list[float], timescales: list[str], runs: int,
-          seed_base: int) -> Iterator[Cell]:
+          seed_base: int, designs: tuple[str, ...] = DESIGNS) -> Iterator[Cell]:
     for timescale in timescales:
         for rate in rates:
             for scenario in scenarios:
-                yield Cell(scenario, rate, timescale,
-                           [one_run(scenario, rate, timescale, seed_base + i) for i in range(runs)])
+                for design in designs:  # the same seeds: each design judges the same traffic
+                    yield Cell(scenario, rate, timescale,
+                               [one_run(scenario, rate, timescale, seed_base + i, design)
+                                for i in range(runs)], design)
+
+
+def side_by_side(results: list[Cell]) -> str:
+    """A markdown table: per timescale, rate and scenario, each design's shares passed / failed /
+    inconclusive and the median and 90th percentile time from the candidate's first request to the
+    verdict."""
+    designs = list(dict.fromkeys(c.design for c in results))
+    head = "| timescale | req/s | scenario | " + " | ".join(
+        f"{d}: passed / failed / inconclusive | {d}: median / p90 s" for d in designs) + " |"
+    out = [head, "|---|---|---|" + "---|---|" * len(designs)]
+    rows: dict[tuple[str, float, str], dict[str, Cell]] = {}
+    for c in results:
+        rows.setdefault((c.timescale, c.rate, c.scenario), {})[c.design] = c
+    for (timescale, rate, scenario), by in rows.items():
+        parts = []
+        for d in designs:
+            c = by[d]
+            med, p90 = c.times()
+            parts.append(f"{c.share('successful'):.0%} / {c.share('failed'):.0%} / "
+                         f"{c.share('inconclusive') + c.share('error'):.0%} | {med:.0f} / {p90:.0f}")
+        out.append(f"| {timescale} | {rate:g} | {scenario} | " + " | ".join(parts) + " |")
+    return "\n".join(out)
 
 
 def table(results: list[Cell]) -> str:
@@ -248,12 +285,14 @@ def table(results: list[Cell]) -> str:
     return "\n".join(out)
 
 
-def run(scenarios: list[str], rates: list[float], timescales: list[str], runs: int, seed_base: int) -> str:
+def run(scenarios: list[str], rates: list[float], timescales: list[str], runs: int, seed_base: int,
+        designs: tuple[str, ...] = DESIGNS) -> str:
     t0 = time.monotonic()
-    results = list(cells(scenarios, rates, timescales, runs, seed_base))
+    results = list(cells(scenarios, rates, timescales, runs, seed_base, designs))
     seeds = f"{seed_base}-{seed_base + runs - 1}"
-    tuning = "yes" if seed_base + runs - 1 < EVALUATION_SEED_BASE else "no (evaluation seeds)"
-    return (f"{table(results)}\n\nseeds {seeds} (tuning seeds: {tuning}); {runs} runs a cell; "
+    tuning = "yes" if seed_base < TUNING_SEEDS.stop else "no (evaluation seeds)"
+    return (f"{side_by_side(results)}\n\nseeds {seeds} (any tuning seed {TUNING_SEEDS.start}-"
+            f"{TUNING_SEEDS.stop - 1} among them: {tuning}); {runs} runs a cell; "
             f"{time.monotonic() - t0:.0f} s")
 
 
@@ -284,8 +323,8 @@ def requests_table() -> str:
             return ev.judge(metric, b, b)[0] == "successful"
         k = needed_scale(passes, 1e5)
         rows.append((name, None if k is None else math.ceil(10 * k)))
-    out = ["| metric, equal revisions | requests per revision | at 1 req/s | at 10 req/s | at 50 req/s |",
-           "|---|---|---|---|---|"]
+    out = ["| metric, equal revisions | requests per revision | "
+           + " | ".join(f"at {r:g} req/s" for r in RATES) + " |", "|---|---|" + "---|" * len(RATES)]
     for name, n in rows:
         times = " | ".join("-" if n is None else f"{n / r:.0f} s" for r in RATES)
         out.append(f"| {name} | {'never' if n is None else n} | {times} |")
@@ -303,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"figures: {EVALUATION_SEED_BASE}+)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
-    ap.add_argument("--timescales", default=",".join(TIMESCALES))
+    ap.add_argument("--timescales", default="production",
+                    help=f"of {','.join(TIMESCALES)} (short: the real-Prometheus bench's)")
+    ap.add_argument("--designs", default=",".join(DESIGNS), help="fixed (the horizon of before), sequential")
     ap.add_argument("--requests-table", action="store_true",
                     help="only print the requests an equal release needs per built-in metric")
     a = ap.parse_args(argv)
@@ -311,5 +352,5 @@ def main(argv: list[str] | None = None) -> int:
         print(requests_table())
         return 0
     print(run(a.scenarios.split(","), [float(r) for r in a.rates.split(",")], a.timescales.split(","),
-              a.runs, a.seed_base), flush=True)
+              a.runs, a.seed_base, tuple(a.designs.split(","))), flush=True)
     return 0

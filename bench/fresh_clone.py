@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lwsflow.pipelines.refcluster import binaries
+from lwsflow.rehearsal.refcluster import binaries
 from reliability import fresh_clone
 
 

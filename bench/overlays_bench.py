@@ -65,6 +65,8 @@ def make_catalog(n: int, dest: Path) -> Path:
         if overrides:
             env["overrides"] = overrides
     src["models"] = models
+    for pool in src["nodePools"]:  # n models need more nodes than the example's pools: timing, not capacity
+        pool["allowOvercommit"] = True
     path = dest / "catalog.yaml"
     path.write_text(yaml.safe_dump(src, sort_keys=False))
     return path

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from lwsflow.components.kustomize import kubectl_path
-from lwsflow.pipelines.refcluster import binaries, launcher
+from lwsflow.rehearsal.refcluster import binaries, launcher
 
 LWS = """{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "b"},
  "spec": {"replicas": 4, "leaderWorkerTemplate": {"size": 4, "workerTemplate": {"spec": {"containers": [

@@ -99,22 +99,29 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
     needs_stable = any(m.compare for m in spec.metrics)
 
     def analysis(ctx: HookContext) -> HookResult:
+        if ctx.accepted:  # paused inconclusive, then promoted: a person decided for this stage
+            return HookResult(True, f"analysis at stage {ctx.stage}: inconclusive, passed by promote")
         if ctx.compare:
             return _blue_green(spec, kube, provider_measure(prometheus_url, smoke), prometheus, ctx)
         if ctx.kind not in (L.LWS_KIND, L.DS_KIND):
             return HookResult(False, f"analysis: {ctx.kind} targets are not supported")
         roles = targets(kube, ctx)
-        want = {(t.lws, t.role) for t in roles}
+        stables = {(t.lws, t.role): t.stable or remembered.get((t.lws, t.role), "") for t in roles}
+        remembered.update(stables)
+        # a role with no stable pod left is skipped before, not after, waiting for Prometheus to scrape
+        # the others (up to ~6 s for its discovery: docs/analysis.md, the time rule)
+        skip = {(t.lws, t.role) for t in roles if needs_stable and not any(
+            _label(p, L.TEMPLATE_REVISION_HASH) == stables[(t.lws, t.role)] for p in t.pods)}
+        want = {(t.lws, t.role) for t in roles} - skip
         unscraped = _scrape_first(prometheus, kube, ctx.namespace,
-                                  lambda lab: (lab["lws"], lab["role"]) in want)
+                                  lambda lab: (lab["lws"], lab["role"]) in want) if want else None
         if unscraped is not None:
             return unscraped
-        ok, details, records = True, [], []
+        ok, pause, details, records = True, False, [], []
         for t in roles:
-            stable = t.stable or remembered.get((t.lws, t.role), "")
-            remembered[(t.lws, t.role)] = stable
+            stable = stables[(t.lws, t.role)]
             who = f"role {t.role}" if len(roles) > 1 or t.role != "aggregated" else ""
-            if needs_stable and not any(_label(p, L.TEMPLATE_REVISION_HASH) == stable for p in t.pods):
+            if (t.lws, t.role) in skip:
                 details.append(f"analysis skipped{' for ' + who if who else ''} at stage {ctx.stage}: no pod "
                                "of the stable revision serves any more to compare with")
                 continue
@@ -127,9 +134,12 @@ def analysis_hook(spec: AnalysisSpec, kube: Kube, prometheus_url: str | None,
                            f"{summary}")
             records += [{**m.as_dict(), "role": t.role} for m in res.measurements]
             ok = ok and res.phase == "successful"
+            # no decision (too little evidence): a person decides, unless the spec says roll back
+            pause = res.phase == "inconclusive" and spec.on_inconclusive == "pause"
             if not ok:
-                break  # the first failed role fails the stage
-        return HookResult(ok, "; ".join(details) or "analysis: no role to analyse", records)
+                break  # the first role without a pass decides the stage
+        return HookResult(ok, "; ".join(details) or "analysis: no role to analyse", records,
+                          pause=pause and not ok)
     analysis.__name__ = "analysis"
     return analysis
 

@@ -71,6 +71,15 @@ def _label_value(v: str) -> str:
     return v
 
 
+def _queue(v: str | None) -> str | None:
+    """A Kueue LocalQueue name: an object name that is also a label value (it travels as one)."""
+    if v is None:
+        return v
+    if len(v) > 63:
+        raise ValueError(f"{v!r} is longer than 63 characters (a LocalQueue name is a label value)")
+    return _subdomain(v)
+
+
 def _int_or_percent(v: int | str) -> int | str:
     if isinstance(v, bool):
         raise ValueError("must be an integer or a percent string like '25%'")
@@ -89,10 +98,12 @@ class _Strict(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_booleans(cls, v: Any) -> Any:
-        # No catalog field is a boolean, but YAML reads yes/no/on/off as one and pydantic would quietly
-        # take it as 1 or 0 (`replicas: yes` -> 1): refuse it where it was written.
-        if isinstance(v, bool):
+    def _no_booleans(cls, v: Any, info: ValidationInfo) -> Any:
+        # Only the opt-in switches (allowOvercommit, allowSharedNamespace) are booleans, but YAML reads
+        # yes/no/on/off as one and pydantic would quietly take it as 1 or 0 (`replicas: yes` -> 1):
+        # refuse it where it was written.
+        target = cls.model_fields.get(info.field_name or "")
+        if isinstance(v, bool) and (target is None or target.annotation is not bool):
             raise ValueError(f"{str(v).lower()} is a boolean here (YAML reads yes/no/on/off as booleans)")
         return v
 
@@ -121,6 +132,8 @@ class NodePool(_Strict):
     cpuPerNode: int = Field(default=192, ge=1)
     memoryGiBPerNode: int = Field(default=1800, ge=1)
     gpuResource: str = Field(default="nvidia.com/gpu", description="extended resource name of the GPU")
+    allowOvercommit: bool = Field(default=False, strict=True, description="plan and render even when the "
+                                  "models together need more nodes than the pool has")
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
     _v_gpu = field_validator("gpu")(lambda cls, v: _label_value(v))  # a nodeSelector value
@@ -179,11 +192,17 @@ class RolloutSettings(_Strict):
 
     _v_budget = field_validator("maxUnavailable", "maxSurge")(lambda cls, v: _int_or_percent(v))
 
-    @field_validator("bake", "deadline")
+    @field_validator("bake", "deadline", mode="before")
     @classmethod
-    def _duration(cls, v: str) -> str:
-        duration_seconds(v)  # the one grammar (controller/api/duration.py); the text is kept as written
-        return v
+    def _duration(cls, v: object, info: ValidationInfo) -> object:
+        """The one grammar (controller/api/duration.py), as the CLI and the RolloutPolicy CRD read it: a
+        YAML whole number is seconds; the text is kept as written (it becomes an annotation)."""
+        if isinstance(v, float):  # the CRD's int-or-string field could not carry it
+            raise ValueError(f"{v!r}: write a fraction of a second as text (\"{v}\") or in ms (500ms)")
+        seconds = duration_seconds(v)
+        if info.field_name == "deadline" and seconds <= 0:
+            raise ValueError(f"must be above 0 (got {v!r})")
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 class RoleSpec(_Strict):
@@ -192,6 +211,8 @@ class RoleSpec(_Strict):
     replicas: int = Field(ge=0, le=1_000_000)
     nodePool: str | None = Field(default=None, description="defaults to the model's nodePool")
     maxModelLen: int | None = Field(default=None, ge=1)
+    tensorParallelSize: int | None = Field(default=None, ge=1, le=1024, description="default: the model's")
+    pipelineParallelSize: int | None = Field(default=None, ge=1, le=1024, description="default: the model's")
 
 
 class SecretRef(_Strict):
@@ -259,6 +280,11 @@ def looks_secret(name: str) -> bool:
 
 # Engine flags whose value is a credential: in extraArgs it would land in git and on the command line.
 SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--token", "--password", "--admin-api-key"})
+# Engine flags the renderer writes from the sizing (vLLM's and SGLang's spellings) -> the catalog key.
+PARALLEL_FLAGS = {"--tensor-parallel-size": "tensorParallelSize", "-tp": "tensorParallelSize",
+                  "--tp-size": "tensorParallelSize", "--tp": "tensorParallelSize",
+                  "--pipeline-parallel-size": "pipelineParallelSize", "-pp": "pipelineParallelSize",
+                  "--pp-size": "pipelineParallelSize", "--pp": "pipelineParallelSize"}
 RESERVED_ENV_PREFIX = "LWS_"  # injected by the LWS pod webhook, which drops user entries of the same name
 
 
@@ -319,6 +345,11 @@ class ModelSpec(_Strict):
         "except int8/int4 which only exist pre-quantized); fp8 = a pre-quantized FP8 checkpoint")
     architecture: Architecture
     maxModelLen: int = Field(default=8192, ge=1, le=10_000_000)
+    tensorParallelSize: int | None = Field(
+        default=None, ge=1, le=1024, description="tensor-parallel ranks (default: chosen by the sizing)")
+    pipelineParallelSize: int | None = Field(
+        default=None, ge=1, le=1024, description="pipeline stages per group; a group larger than one node "
+        "spans tensorParallelSize x pipelineParallelSize / gpusPerNode nodes (default: chosen by the sizing)")
     engine: Literal["vllm", "sglang"] = "vllm"
     image: str
     nodePool: str
@@ -341,8 +372,12 @@ class ModelSpec(_Strict):
     extraArgs: list[str] = Field(default_factory=list)
     llmd: LlmdRouting | None = Field(default=None, description="P/D models: also render llm-d's "
                                      "InferencePool and HTTPRoute (off by default)")
+    queue: str | None = Field(default=None, description="Kueue LocalQueue: rendered as the "
+                              "kueue.x-k8s.io/queue-name label on the LWS (or on each DS role), with "
+                              "maxSurge as an integer (docs/catalog.md, \"Kueue\")")
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v, 40))
+    _v_queue = field_validator("queue")(lambda cls, v: _queue(v))
 
     @field_validator("checkpointDtype")
     @classmethod
@@ -392,9 +427,14 @@ class ModelSpec(_Strict):
     def _no_secret_flags(cls, v: list[str]) -> list[str]:
         # engine flags that take a credential would put it in git and in the pod's command line
         for arg in v:
-            if arg.split("=", 1)[0] in SECRET_FLAGS:
-                raise ValueError(f"{arg.split('=', 1)[0]} takes a secret: pass it through env with a "
+            flag = arg.split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                raise ValueError(f"{flag} takes a secret: pass it through env with a "
                                  f"secretKeyRef instead of extraArgs")
+            if flag in PARALLEL_FLAGS:
+                # the renderer sets the parallelism (and the group's pods and GPUs) from the sizing: a
+                # second value here would win on the engine's command line and disagree with the pods
+                raise ValueError(f"{flag} is rendered from the sizing: set {PARALLEL_FLAGS[flag]} instead")
         return v
 
     @model_validator(mode="after")
@@ -441,15 +481,21 @@ class ModelOverride(_Strict):
     prefill: RoleSpec | None = None
     decode: RoleSpec | None = None
     rollout: RolloutSettings | None = None
+    queue: str | None = Field(default=None, description="the model's LocalQueue in this environment")
+
+    _v_queue = field_validator("queue")(lambda cls, v: _queue(v))
 
 
 class Environment(_Strict):
     name: str
     namespace: str | None = Field(default=None, description="defaults to the catalog namespace")
+    queue: str | None = Field(default=None, description="Kueue LocalQueue of every model here that "
+                              "names none in its override (it wins over the model's own queue)")
     overrides: dict[str, ModelOverride] = Field(default_factory=dict)
 
     _v_name = field_validator("name")(lambda cls, v: _dns_label(v))
     _v_ns = field_validator("namespace")(lambda cls, v: v if v is None else _dns_label(v))
+    _v_queue = field_validator("queue")(lambda cls, v: _queue(v))
 
 
 class Catalog(_Strict):
@@ -458,8 +504,22 @@ class Catalog(_Strict):
     models: list[ModelSpec] = Field(min_length=1)
     environments: list[Environment] = Field(
         default_factory=lambda: [Environment(name=n) for n in DEFAULT_ENVIRONMENTS], min_length=1)
+    allowSharedNamespace: bool = Field(default=False, strict=True, description="let environments share a "
+                                       "namespace (they run on separate clusters)")
 
     _v_ns = field_validator("namespace")(lambda cls, v: _dns_label(v))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_environments(cls, data: Any) -> Any:
+        # Without `environments`, dev, staging and prod each get a namespace of their own
+        # (<namespace>-<env>): in one namespace their objects, of the same names, would overwrite each other.
+        if isinstance(data, dict) and "environments" not in data:
+            ns = data.get("namespace", "default")
+            if isinstance(ns, str):
+                envs = [{"name": n, "namespace": f"{ns}-{n}"} for n in DEFAULT_ENVIRONMENTS]
+                data = {**data, "environments": envs}
+        return data
 
     @field_validator("environments", mode="before")
     @classmethod
@@ -477,6 +537,17 @@ class Catalog(_Strict):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"{kind}: duplicate name {dup[0]!r}")
+        by_namespace: dict[str, list[str]] = {}
+        for e in self.environments:
+            by_namespace.setdefault(e.namespace or self.namespace, []).append(e.name)
+        for ns, names in by_namespace.items():
+            if len(names) > 1 and not self.allowSharedNamespace:
+                listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+                quantifier = "both" if len(names) == 2 else "all"
+                raise ValueError(f"environments: {listed} {quantifier} render into namespace {ns!r}, "
+                                 "where their objects (the same names) would overwrite each other: give each "
+                                 "its own namespace, or set allowSharedNamespace: true if they run on "
+                                 "separate clusters")
         models = {m.name for m in self.models}
         for m in self.models:
             for role, spec in (("", m), ("prefill", m.prefill), ("decode", m.decode)):
@@ -522,9 +593,13 @@ class Catalog(_Strict):
                            f"(known: {', '.join(e.name for e in self.environments)})", field="env")
 
     def for_environment(self, model: str, env: str) -> ModelSpec:
-        """The model as it runs in ``env``: the environment's overrides applied."""
+        """The model as it runs in ``env``: the environment's overrides applied. The LocalQueue is the
+        override's, else the environment's, else the model's (a queue is a cluster's, not a model's)."""
         spec = self.model(model)
-        ov = self.environment(env).overrides.get(model)
+        environment = self.environment(env)
+        if environment.queue is not None:
+            spec = spec.model_copy(update={"queue": environment.queue})
+        ov = environment.overrides.get(model)
         if ov is None:
             return spec
         update = {k: getattr(ov, k) for k in ov.model_fields_set if getattr(ov, k) is not None}

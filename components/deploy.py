@@ -111,8 +111,8 @@ def staged_rollout(kube: Any, target: str, namespace: str, manifest: Any, *, sta
     from lwsflow.controller.rollout.engine import RolloutOptions
 
     tgt = session.parse_target(target, namespace)
-    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake", bare_seconds=True),
-                          deadline_s=parse_duration(deadline, "deadline", bare_seconds=True))
+    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
+                          deadline_s=parse_duration(deadline, "deadline"))
     opts.hooks.extend(hooks)
     return session.run(kube, session.clock_for(kube), tgt, opts, manifest=manifest,
                        on_step=lambda step: log(f"  {step}"), log=log)

@@ -102,8 +102,10 @@ def _sglang(spec: ModelSpec, rs: RoleSizing, leader: bool, port: int) -> Launch:
     if spec.online_quantization:  # SGLang's online quantization of a 16-bit checkpoint
         args += ["--quantization", spec.online_quantization]
     ports = [_port("http", port)] if leader else []
+    if rs.pp > 1:  # pipeline stages within one pod too, when the catalog asks for them
+        args += ["--pp-size", str(rs.pp)]
     if rs.size > 1:
-        args += ["--pp-size", str(rs.pp), "--dist-init-addr", f"{LEADER}:{SGLANG_DIST_PORT}",
+        args += ["--dist-init-addr", f"{LEADER}:{SGLANG_DIST_PORT}",
                  "--nnodes", GROUP_SIZE, "--node-rank", WORKER_INDEX]
         if leader:
             ports.append(_port("dist", SGLANG_DIST_PORT))

@@ -9,6 +9,9 @@
   labelled ``lwsflow.io/pd-pair: <name>`` (the rollout controller moves them together) + a leader
   Service each.
 * ``llmd`` (P/D models) -> llm-d's InferencePool and HTTPRoute (``llmd_routing``, docs/llm-d.md).
+* ``queue`` (Kueue) -> the label ``kueue.x-k8s.io/queue-name`` on each LWS and on each DS role (the
+  DS copies role labels onto its child LWS), and ``maxSurge`` resolved to an integer (Kueue takes a
+  percentage as 0).
 * ``autoscaling`` -> an autoscaling/v2 HorizontalPodAutoscaler on the LWS scale subresource. It
   scales *groups* (``spec.replicas``), and its selector (``status.hpaPodSelector``) matches leader
   pods only, so utilization is averaged over leaders; workers' load is invisible to it.
@@ -36,6 +39,7 @@ from lwsflow.components.manifests_pod import (
     volume_claim_templates,
 )
 from lwsflow.components.sizing import ModelSizing, RoleSizing, size_model
+from lwsflow.controller.api import intstr
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import InvalidInput
 
@@ -52,6 +56,11 @@ def _rollout_annotations(spec: ModelSpec) -> dict[str, str]:
     r = spec.rollout
     return {L.ROLLOUT_BAKE: r.bake, L.ROLLOUT_DEADLINE: r.deadline,
             L.ROLLOUT_STAGES: ",".join(str(s) for s in r.stages)}
+
+
+def _queue_label(spec: ModelSpec) -> dict[str, str]:
+    """Kueue's queue label (on the LWS itself, not its pods: Kueue's LWS integration reads it there)."""
+    return {L.KUEUE_QUEUE: spec.queue} if spec.queue is not None else {}
 
 
 def _workload_annotations(catalog: Catalog, spec: ModelSpec, rs: RoleSizing) -> dict[str, str]:
@@ -91,12 +100,15 @@ def _lws_spec(catalog: Catalog, spec: ModelSpec, rs: RoleSizing, extra_labels: d
     claims = volume_claim_templates(spec)
     if claims:
         template["volumeClaimTemplates"] = claims
+    surge = spec.rollout.maxSurge
+    if spec.queue is not None:  # Kueue reads maxSurge with IntValue(): a percentage would count as 0
+        surge = intstr.max_surge(surge, rs.replicas)
     return {
         "replicas": rs.replicas,
         "startupPolicy": spec.startupPolicy,
         "rolloutStrategy": {"type": "RollingUpdate",
                             "rollingUpdateConfiguration": {"maxUnavailable": spec.rollout.maxUnavailable,
-                                                           "maxSurge": spec.rollout.maxSurge}},
+                                                           "maxSurge": surge}},
         "networkConfig": {"subdomainPolicy": spec.subdomainPolicy},
         "leaderWorkerTemplate": template,
     }
@@ -113,7 +125,7 @@ def _meta(name: str, namespace: str, labels: dict[str, str],
 def _lws(catalog: Catalog, spec: ModelSpec, rs: RoleSizing, name: str, namespace: str,
          pair: str | None, where: str) -> dict[str, Any]:
     extra = {L.PD_PAIR: pair} if pair else {}
-    labels = {**pod_labels(spec, rs.role, rs.pool), **extra}
+    labels = {**pod_labels(spec, rs.role, rs.pool), **extra, **_queue_label(spec)}
     annotations = {**_rollout_annotations(spec), **_workload_annotations(catalog, spec, rs)}
     lws_spec = _lws_spec(catalog, spec, rs, extra, where)
     # Frozen at rest (partition >= replicas updates no existing group, lws-semantics §d): a template
@@ -158,7 +170,9 @@ def _disaggregatedset(catalog: Catalog, spec: ModelSpec, sizing: ModelSizing, na
     for role in ("prefill", "decode"):
         rs = sizing.roles[role]
         role_spec = _lws_spec(catalog, spec, rs, {}, where)
-        meta: dict[str, Any] = {"labels": dict(sorted(pod_labels(spec, role, rs.pool).items()))}
+        # the DS copies a role's labels onto its child LWS, where Kueue reads the queue
+        labels = {**pod_labels(spec, role, rs.pool), **_queue_label(spec)}
+        meta: dict[str, Any] = {"labels": dict(sorted(labels.items()))}
         ann = _workload_annotations(catalog, spec, rs)
         if ann:
             meta["annotations"] = dict(sorted(ann.items()))

@@ -52,6 +52,7 @@ from typing import Any
 
 from lwsflow.components.atomic import stage_files
 from lwsflow.components.catalog import Catalog
+from lwsflow.components.sizing import check_pool_capacity, size_catalog
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
@@ -447,6 +448,8 @@ def render_tree(catalog: Catalog, out: Path, render: RenderFn | None = None) -> 
         raise InvalidInput(
             f"environment name {sorted(clash)[0]!r} is reserved for the overlay tree", field="environments"
         )
+    for env_name in (None, *envs):  # the base and every environment must fit their pools (as `plan`)
+        check_pool_capacity(catalog, size_catalog(catalog, env_name), env_name)
     files: dict[str, bytes] = {}
     env_models: dict[str, list[str]] = {e: [] for e in envs}
     held: dict[str, dict[str, str]] = {e: {} for e in envs}

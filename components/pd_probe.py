@@ -34,7 +34,7 @@ from lwsflow.components.smoke.pd import handoff
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.serving import serving_port
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.errors import ApiError, NotFound
+from lwsflow.controller.errors import ApiError, Fenced, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, NODE, POD
 from lwsflow.controller.rollout import capacity, gate
@@ -146,41 +146,53 @@ def probe_handoffs(dirs: list[Direction], timeout_s: float = 10.0) -> CompatResu
     return CompatResult(ok, detail, failed, checks)
 
 
-def pd_probe(kube: Kube, timeout_s: float = 10.0) -> CompatProbe:
-    """The probe the rollout runs before it mixes revisions of a pair or a DisaggregatedSet."""
+def pd_probe(kube: Kube | None = None, timeout_s: float = 10.0) -> CompatProbe:
+    """The probe the rollout runs before it mixes revisions of a pair or a DisaggregatedSet.
+
+    Its requests go through ``ctx.kube`` when the context carries a connection (the in-cluster
+    controller's, fenced on its leadership: a deposed leader creates and deletes no canary), else
+    through ``kube``."""
     def probe(ctx: CompatContext) -> CompatResult:
-        changed = [r for r in ctx.roles.values() if r.changed]
-        if not changed:
-            return CompatResult(True, "no role changes its template: nothing to mix")
-        old: dict[str, Endpoint] = {}
-        for role in ("prefill", "decode"):
-            if role not in ctx.roles:
-                return CompatResult(False, f"no {role} role in {ctx.kind} {ctx.name}", ran=False)
-            leaders = _serving_leaders(kube, ctx.namespace, ctx.roles[role].stable_selector)
-            if not leaders:  # a first install or a role at 0: no old revision to mix with
-                return CompatResult(True, f"no Ready {role} pod of the current revision serves: nothing "
-                                          "to mix with")
-            old[role] = _endpoint(leaders[0], role, "old")
-        nodes, _ = kube.list(NODE)
-        pods, _ = kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        fit = capacity.canary_fits([r.template_owner for r in changed], nodes, pods)
-        if not fit.fits:
-            roles = ", ".join(r.role for r in changed)
-            return CompatResult(False, f"one canary group per changed role ({roles}) must fit next to what "
-                                f"runs: {fit.message}", ran=False)
-        names = {r.role: canary_name(ctx, r) for r in changed}
-        _remove(kube, ctx, list(names.values()))  # a canary left by a probe that was killed
-        try:
-            for r in changed:
-                kube.create(LWS, ctx.namespace, canary_lws(names[r.role], ctx.namespace, r))
-            new = _wait_ready(kube, ctx, names)
-            if isinstance(new, str):
-                return CompatResult(False, new, ran=False)
-            return probe_handoffs(directions(new, old), timeout_s)
-        finally:
-            _remove(kube, ctx, list(names.values()))
+        conn = ctx.kube if ctx.kube is not None else kube
+        if conn is None:
+            return CompatResult(False, "the probe was given no cluster connection", ran=False)
+        return _run(conn, ctx, timeout_s)
     probe.__name__ = "pd-probe"
     return probe
+
+
+def _run(kube: Kube, ctx: CompatContext, timeout_s: float) -> CompatResult:
+    """The probe on ``kube``: canaries of the changed roles, the hand-offs, the canaries removed."""
+    changed = [r for r in ctx.roles.values() if r.changed]
+    if not changed:
+        return CompatResult(True, "no role changes its template: nothing to mix")
+    old: dict[str, Endpoint] = {}
+    for role in ("prefill", "decode"):
+        if role not in ctx.roles:
+            return CompatResult(False, f"no {role} role in {ctx.kind} {ctx.name}", ran=False)
+        leaders = _serving_leaders(kube, ctx.namespace, ctx.roles[role].stable_selector)
+        if not leaders:  # a first install or a role at 0: no old revision to mix with
+            return CompatResult(True, f"no Ready {role} pod of the current revision serves: nothing "
+                                      "to mix with")
+        old[role] = _endpoint(leaders[0], role, "old")
+    nodes, _ = kube.list(NODE)
+    pods, _ = kube.list(POD, field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    fit = capacity.canary_fits([r.template_owner for r in changed], nodes, pods)
+    if not fit.fits:
+        roles = ", ".join(r.role for r in changed)
+        return CompatResult(False, f"one canary group per changed role ({roles}) must fit next to what "
+                            f"runs: {fit.message}", ran=False)
+    names = {r.role: canary_name(ctx, r) for r in changed}
+    _remove(kube, ctx, list(names.values()))  # a canary left by a probe that was killed
+    try:
+        for r in changed:
+            kube.create(LWS, ctx.namespace, canary_lws(names[r.role], ctx.namespace, r))
+        new = _wait_ready(kube, ctx, names)
+        if isinstance(new, str):
+            return CompatResult(False, new, ran=False)
+        return probe_handoffs(directions(new, old), timeout_s)
+    finally:
+        _remove(kube, ctx, list(names.values()))
 
 
 def _wait_ready(kube: Kube, ctx: CompatContext, names: dict[str, str]) -> dict[str, Endpoint] | str:
@@ -208,6 +220,8 @@ def _remove(kube: Kube, ctx: CompatContext, names: list[str]) -> None:
             kube.delete(LWS, ctx.namespace, name)
         except NotFound:
             pass
+        except Fenced:  # no longer ours to write (a deposed leader): the next probe removes it first
+            raise
         except ApiError as exc:  # the rollout has not started; say so and leave it to a human
             log.warning("could not delete probe canary %s/%s: %s", ctx.namespace, name, exc)
     end = ctx.clock.now() + ctx.deadline_s

@@ -14,6 +14,11 @@ Choice: the fewest nodes first; within one node the smallest TP (a power of two 
 dividing attentionHeads) that fits; across nodes TP fills each node (TP = gpusPerNode) and PP =
 nodes per group, one pod per node (``size`` = PP). Weights are assumed to split evenly over the
 group's GPUs. Anything that cannot work raises ``InvalidInput`` naming the field and the shortfall.
+
+The catalog's ``tensorParallelSize`` / ``pipelineParallelSize`` replace the choice (the one not set is
+the smallest that fits); a TP x PP group larger than a node fills whole nodes, one pod per node
+(``group_layout``). ``check_pool_capacity`` adds up the models of each pool: more nodes than the pool
+has is an error unless the pool sets ``allowOvercommit``.
 """
 
 from __future__ import annotations
@@ -111,8 +116,90 @@ def memory_needs(spec: ModelSpec, max_model_len: int, tp: int) -> tuple[float, f
     return weights, kv
 
 
-def _place(spec: ModelSpec, pool: NodePool, max_model_len: int, where: str) -> tuple[int, int, str]:
+def group_layout(pool: NodePool, tp: int, pp: int) -> tuple[int, int]:
+    """(pods per group, GPUs per pod) of a TP x PP group: one pod when it fits a node, else one pod per
+    node, each with every GPU of its node."""
+    gpus = tp * pp
+    if gpus <= pool.gpusPerNode:
+        return 1, gpus
+    return gpus // pool.gpusPerNode, pool.gpusPerNode
+
+
+@dataclass(frozen=True)
+class Requested:
+    """The catalog's tensorParallelSize / pipelineParallelSize of one role (None: the sizing chooses),
+    with the field each was written in, for errors."""
+
+    tp: int | None
+    pp: int | None
+    tp_field: str
+    pp_field: str
+
+
+def _place_requested(spec: ModelSpec, pool: NodePool, max_model_len: int,
+                     req: Requested) -> tuple[int, int, str]:
+    """(tp, pp, reason) honouring the catalog's parallelism; the one not set is the smallest that fits."""
+    arch = spec.architecture
+    per_gpu = pool.gpuMemoryGiB * spec.gpuMemoryUtilization
+    label = f"{spec.parametersB:g}B {spec.dtype}"
+    if req.tp is not None:
+        if arch.attentionHeads % req.tp:
+            raise InvalidInput(f"{req.tp} does not divide attentionHeads={arch.attentionHeads}",
+                               field=req.tp_field)
+        if arch.kvHeads % req.tp and req.tp % arch.kvHeads:
+            raise InvalidInput(f"{req.tp} and kvHeads={arch.kvHeads}: one must divide the other",
+                               field=req.tp_field)
+        if req.tp > pool.gpusPerNode:
+            raise InvalidInput(f"{req.tp} exceeds the {pool.gpusPerNode} GPUs per node of pool {pool.name} "
+                               "(tensor parallelism stays within a node; pipelineParallelSize spreads a "
+                               "group over nodes)", field=req.tp_field)
+    if req.pp is not None and req.pp > arch.layers:
+        raise InvalidInput(f"{req.pp} pipeline stages but the model has only {arch.layers} layers",
+                           field=req.pp_field)
+    where = req.pp_field if req.pp is not None else req.tp_field
+    tps = [req.tp] if req.tp is not None else tp_candidates(spec, pool)
+    pps = [req.pp] if req.pp is not None else list(range(1, arch.layers + 1))
+    refusal: str | None = None
+    largest: tuple[int, int] | None = None  # only one of tps/pps varies, upwards: the last fit is largest
+    for tp in tps:
+        for pp in pps:
+            gpus = tp * pp
+            what = f"tensorParallelSize {tp} x pipelineParallelSize {pp} = {gpus} GPUs"
+            if gpus > pool.gpusPerNode and gpus % pool.gpusPerNode:
+                refusal = refusal or (f"{what}: a group larger than one node fills whole nodes of pool "
+                                      f"{pool.name} (a multiple of its {pool.gpusPerNode} GPUs per node)")
+                continue
+            nodes = math.ceil(gpus / pool.gpusPerNode)
+            if nodes > pool.nodes:
+                refusal = refusal or (f"{what} need {nodes} nodes per group but pool {pool.name} has "
+                                      f"{pool.nodes}")
+                break
+            weights, kv = memory_needs(spec, max_model_len, tp)
+            if weights + kv <= gpus * per_gpu:
+                size, per_pod = group_layout(pool, tp, pp)
+                return tp, pp, (f"{label}: {weights:.1f} GiB weights + {kv:.1f} GiB KV on TP={tp} x PP={pp} "
+                                f"as the catalog asks ({gpus} x {per_gpu:g} GiB usable; {size} pod(s) of "
+                                f"{per_pod} GPUs)")
+            largest = (tp, pp)
+    if largest is None:
+        raise InvalidInput(refusal or "no layout fits", field=where)
+    tp, pp = largest
+    gpus = tp * pp
+    weights, kv = memory_needs(spec, max_model_len, tp)
+    searched = "" if req.tp is not None and req.pp is not None else "at most "
+    raise InvalidInput(
+        f"{searched}tensorParallelSize {tp} x pipelineParallelSize {pp} = {gpus} GPUs on pool {pool.name} "
+        f"offer {gpus * per_gpu:.1f} GiB ({gpus} x {pool.gpuMemoryGiB:g} GiB x "
+        f"{spec.gpuMemoryUtilization:g}) "
+        f"but {label} needs {weights:.1f} GiB weights + {kv:.1f} GiB KV = {weights + kv:.1f} GiB; short by "
+        f"{weights + kv - gpus * per_gpu:.1f} GiB", field=where)
+
+
+def _place(spec: ModelSpec, pool: NodePool, max_model_len: int, where: str,
+           req: Requested | None = None) -> tuple[int, int, str]:
     """(tp, pp, reason) for one group, or InvalidInput saying what is missing by how much."""
+    if req is not None and (req.tp is not None or req.pp is not None):
+        return _place_requested(spec, pool, max_model_len, req)
     per_gpu = pool.gpuMemoryGiB * spec.gpuMemoryUtilization
     cands = tp_candidates(spec, pool)
     label = f"{spec.parametersB:g}B {spec.dtype}"
@@ -160,6 +247,26 @@ def _role_inputs(spec: ModelSpec, role: str) -> tuple[str, int, int]:
     return rs.nodePool or spec.nodePool, rs.replicas, rs.maxModelLen or spec.maxModelLen
 
 
+def _requested(catalog: Catalog, spec: ModelSpec, role: str, env: str | None) -> Requested:
+    """The role's parallelism (its own, else the model's) and where each value was written."""
+    rs = None if role == "aggregated" else (spec.prefill if role == "prefill" else spec.decode)
+    ov = catalog.environment(env).overrides.get(spec.name) if env is not None else None
+    ov_role = getattr(ov, role, None) if ov is not None and role != "aggregated" else None
+    values: dict[str, int | None] = {}
+    fields: dict[str, str] = {}
+    for key in ("tensorParallelSize", "pipelineParallelSize"):
+        own = getattr(rs, key, None) if rs is not None else None
+        values[key] = own if own is not None else getattr(spec, key)
+        if ov_role is not None and getattr(ov_role, key) is not None:
+            fields[key] = f"environments[{env}].overrides.{spec.name}.{role}.{key}"
+        elif own is not None:
+            fields[key] = f"models[{spec.name}].{role}.{key}"
+        else:
+            fields[key] = f"models[{spec.name}].{key}"
+    return Requested(values["tensorParallelSize"], values["pipelineParallelSize"],
+                     fields["tensorParallelSize"], fields["pipelineParallelSize"])
+
+
 def _replicas_field(catalog: Catalog, model: str, role: str, env: str | None) -> str:
     """Where the role's replica count was written: the environment override when it set one."""
     sub = "replicas" if role == "aggregated" else f"{role}.replicas"
@@ -202,12 +309,20 @@ class _Placement:
     reason: str
 
     @property
+    def size(self) -> int:
+        return group_layout(self.pool, self.tp, self.pp)[0]
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return group_layout(self.pool, self.tp, self.pp)[1]
+
+    @property
     def pods_per_node(self) -> int:
-        return self.pool.gpusPerNode // self.tp
+        return self.pool.gpusPerNode // self.gpus_per_pod
 
     def nodes_for(self, groups: int) -> int:
         """Nodes ``groups`` groups occupy: one pod per node across nodes, packed when a pod is smaller."""
-        return math.ceil(groups * self.pp / self.pods_per_node)
+        return math.ceil(groups * self.size / self.pods_per_node)
 
 
 def size_model(catalog: Catalog, model: str, env: str | None = None) -> ModelSizing:
@@ -219,7 +334,8 @@ def size_model(catalog: Catalog, model: str, env: str | None = None) -> ModelSiz
     for role in roles:
         pool_name, replicas, max_len = _role_inputs(spec, role)
         pool = catalog.pool(pool_name)
-        tp, pp, reason = _place(spec, pool, max_len, where if role == "aggregated" else f"{where}.{role}")
+        tp, pp, reason = _place(spec, pool, max_len, where if role == "aggregated" else f"{where}.{role}",
+                                _requested(catalog, spec, role, env))
         placed[role] = _Placement(pool, replicas, max_len, tp, pp, reason)
 
     if spec.disaggregated and spec.pdMode == "disaggregatedset":
@@ -240,7 +356,7 @@ def size_model(catalog: Catalog, model: str, env: str | None = None) -> ModelSiz
         if nodes_total > room:
             shared = f" ({others} taken by the model's other role)" if others else ""
             raise InvalidInput(
-                f"{replicas} replicas x {pl.pp} node(s) per group need {nodes_total} nodes but pool "
+                f"{replicas} replicas x {pl.size} node(s) per group need {nodes_total} nodes but pool "
                 f"{pool.name} has {room}{shared}; short by {nodes_total - room} node(s)",
                 field=_replicas_field(catalog, model, role, env))
         # Each role's budget resolves against its own replicas (DS roles roll out per role).
@@ -250,9 +366,10 @@ def size_model(catalog: Catalog, model: str, env: str | None = None) -> ModelSiz
         gpus = pl.tp * pl.pp
         usable = gpus * pool.gpuMemoryGiB * spec.gpuMemoryUtilization
         out[role] = RoleSizing(
-            role=role, pool=pool.name, gpu=pool.gpu, tp=pl.tp, pp=pl.pp, size=pl.pp, gpus_per_pod=pl.tp,
-            gpus_per_replica=gpus, replicas=replicas, gpus_total=gpus * replicas,
-            nodes_per_replica=round(pl.pp / pl.pods_per_node, 3), nodes_total=nodes_total,
+            role=role, pool=pool.name, gpu=pool.gpu, tp=pl.tp, pp=pl.pp, size=pl.size,
+            gpus_per_pod=pl.gpus_per_pod, gpus_per_replica=gpus, replicas=replicas,
+            gpus_total=gpus * replicas,
+            nodes_per_replica=round(pl.size / pl.pods_per_node, 3), nodes_total=nodes_total,
             pool_nodes=room, max_model_len=pl.max_model_len, weights_gib=_r(weights),
             kv_reserve_gib=_r(kv), memory_needed_gib=_r(weights + kv), memory_usable_gib=_r(usable),
             memory_headroom_gib=_r(usable - weights - kv), max_surge=surge, max_unavailable=unavailable,
@@ -265,3 +382,34 @@ def size_model(catalog: Catalog, model: str, env: str | None = None) -> ModelSiz
 def size_catalog(catalog: Catalog, env: str | None = None) -> list[ModelSizing]:
     """``size_model`` for every model, in catalog order."""
     return [size_model(catalog, m.name, env) for m in catalog.models]
+
+
+def pool_usage(catalog: Catalog, sizings: list[ModelSizing]) -> list[dict[str, Any]]:
+    """Nodes each pool's models need together (models are packed separately: an upper bound), with
+    the models that need them, in catalog order."""
+    out: list[dict[str, Any]] = []
+    for pool in catalog.nodePools:
+        models: dict[str, int] = {}
+        for ms in sizings:
+            for rs in ms.roles.values():
+                if rs.pool == pool.name:
+                    models[ms.model] = models.get(ms.model, 0) + rs.nodes_total
+        used = sum(models.values())
+        out.append({"pool": pool.name, "nodes": pool.nodes, "nodes_used": used, "fits": used <= pool.nodes,
+                    "allow_overcommit": pool.allowOvercommit, "models": models})
+    return out
+
+
+def check_pool_capacity(catalog: Catalog, sizings: list[ModelSizing], env: str | None = None) -> None:
+    """InvalidInput naming the pool and its models when they need more nodes than it has together,
+    unless the pool sets ``allowOvercommit: true``."""
+    for usage in pool_usage(catalog, sizings):
+        if usage["fits"] or usage["allow_overcommit"]:
+            continue
+        who = ", ".join(f"{m} {n}" for m, n in usage["models"].items())
+        in_env = f" in environment {env}" if env is not None else ""
+        short = usage["nodes_used"] - usage["nodes"]
+        raise InvalidInput(
+            f"pool {usage['pool']} has {usage['nodes']} nodes but its models need {usage['nodes_used']} "
+            f"together{in_env} ({who}); short by {short} node{'s' if short > 1 else ''}: lower replicas, "
+            "add nodes, or set allowOvercommit: true on the pool", field=f"nodePools[{usage['pool']}].nodes")

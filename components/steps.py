@@ -300,7 +300,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
         stages = "100%"
         log("rollout", f"{target} -n {namespace}: first install (nothing to stage), waiting until ready")
         try:
-            installed = deploy.install(kube, docs, parse_duration(deadline, "deadline", bare_seconds=True))
+            installed = deploy.install(kube, docs, parse_duration(deadline, "deadline"))
             _write_report(str(out_dir), "rollout", installed)
             deploy.verify_live(kube, docs)
         except OperationFailed as exc:
@@ -322,7 +322,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
                     kube, clock_for(kube), deploy.workloads(docs), owner,
                     # each stage's deadline, once per role of a pair (its roles move one after the
                     # other), plus two: the controller's rollback, and its resync latency at high speed
-                    parse_duration(deadline, "deadline", bare_seconds=True) * (len(stages.split(",")) + 2)
+                    parse_duration(deadline, "deadline") * (len(stages.split(",")) + 2)
                     * len(deploy.workloads(docs)),
                     lambda m: log("rollout", m))
                 _write_report(str(out_dir), "rollout", cdata)
@@ -411,13 +411,13 @@ def _makespan(report: dict[str, Any]) -> float:
 
 def smoke_hook(target: str, kubeconfig: str) -> Any:
     """The smoke test as the rollout's stage hook: each stage's new pods must serve before the next."""
+    from lwsflow.components.smoke.report import failure_summary
     from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
     def smoke(ctx: HookContext) -> HookResult:
         rep = _smoke(target, ctx.namespace, kubeconfig)
-        failed = ", ".join(f"{c.name}@{c.target}: {c.detail}" for c in rep.failed())
         return HookResult(rep.passed, f"smoke passed ({len(rep.checks)} checks)" if rep.passed
-                          else f"smoke failed: {failed or 'no check ran'}")
+                          else failure_summary(rep))
 
     return smoke
 

@@ -97,12 +97,12 @@ def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
 
 
 def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
-    from lwsflow.controller.policy import gates
+    from lwsflow.controller.policy import gates, problems
     from lwsflow.controller.policy.model import RolloutPolicySpec
     from lwsflow.controller.rollout import gate, session, state
     from lwsflow.controller.rollout.ds import DsKind
 
-    spec = RolloutPolicySpec.model_validate(p.get("spec") or {})
+    spec: RolloutPolicySpec = problems.stored_spec(p)
     s = p.get("status") or {}
     target = _target_of(p)
     print(f"{namespace}/{policy} -> {spec.targetRef.kind}/{spec.targetRef.name}: {s.get('phase', 'Idle')}"
@@ -166,13 +166,14 @@ def abort(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig 
 
 @plugin.command()
 def promote(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
-    """Pass the manual gate the rollout waits at."""
+    """Pass the manual gate the rollout waits at, or the stage its analysis paused inconclusive."""
     _act("promote", policy, namespace, kubeconfig)
 
 
 @plugin.command()
 def retry(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig = None) -> None:
-    """Roll out again the template whose last rollout failed, rolled back or was aborted."""
+    """Roll out again the template whose last rollout failed, rolled back or was aborted (the
+    controller puts it back on the target when the rollback took it off; exit 1 when it cannot)."""
     _act("retry", policy, namespace, kubeconfig)
 
 

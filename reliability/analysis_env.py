@@ -4,7 +4,6 @@ traffic. Analysis runs in Prometheus's (wall) time; the cluster runs ``speed`` t
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, POD
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.testing import EmbeddedCluster
+from reliability.ports import ReservedPort
 
 STABLE = "sha256:" + "1" * 64
 SLOWER = "sha256:" + "2" * 64  # ready, but 40% slower TTFT
@@ -44,7 +44,8 @@ def ttft_spec(initial_delay: str, window: str = "5s", interval: str = "1s", coun
 class AnalysisEnv:
     def __init__(self, tmp: Path, speed: float = 20.0, images: dict[str, ImageProfile] | None = None,
                  **cluster: Any) -> None:
-        self.port = random.randint(20_000, 60_000)
+        self._port = ReservedPort()  # every pod's engine serves on it, at its pod IP
+        self.port = self._port.port
         cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=4)],
                             timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
                                             weight_gb=0.0),
@@ -89,3 +90,4 @@ class AnalysisEnv:
     def close(self) -> None:
         self.kube.api.close()
         self.sim.close()
+        self._port.close()

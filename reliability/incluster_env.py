@@ -70,10 +70,13 @@ RBAC_FILES = ("serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yam
               "rolebinding.yaml")
 
 
-def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = None) -> Path:
+def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = None,
+                 notifications: str | None = None) -> Path:
     """kubectl apply the RBAC part of overlays/controller (optionally with one verb taken out of the
-    rule naming a resource), then a kubeconfig for the controller's ServiceAccount. ``env`` has
-    ``kube`` (admin) and ``kubeconfig``."""
+    rule naming a resource; a rule left with no verb goes), then a kubeconfig for the controller's
+    ServiceAccount. ``notifications``: a namespace to apply overlays/controller/notifications in, as
+    docs/controller.md says (``kubectl apply -k ... -n NS``). ``env`` has ``kube`` (admin) and
+    ``kubeconfig``."""
     from lwsflow.pipelines.cli import main
 
     with contextlib.suppress(Conflict):  # namespaces must exist first, as on a real cluster
@@ -88,6 +91,7 @@ def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = Non
         rules = [r for r in role["rules"] if resource in r["resources"]]
         assert rules and verb in rules[0]["verbs"], (resource, verb)
         rules[0]["verbs"].remove(verb)
+        role["rules"] = [r for r in role["rules"] if r["verbs"]]  # RBAC refuses a rule with no verb
         (folder / "clusterrole.yaml").write_text(dump_yaml(role))
     (folder / "kustomization.yaml").write_text(dump_yaml({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": SYSTEM_NS,
@@ -96,6 +100,11 @@ def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = Non
     proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k", str(folder)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
+    if notifications is not None:
+        proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k",
+                               str(OVERLAY / "notifications"), "-n", notifications],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
     sa = tmp_path / "controller-sa.kubeconfig"
     assert main(["sim", "token", "lwsflow-controller", "-n", SYSTEM_NS, "--kubeconfig", str(env.kubeconfig),
                  "--kubeconfig-out", str(sa)]) == 0

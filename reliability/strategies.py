@@ -85,6 +85,8 @@ _DIGEST = "sha256:" + "ab" * 32
 dns_labels = st.from_regex(r"[a-z]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
 percents = st.integers(1, 100).map(lambda n: f"{n}%")
 durations = st.builds(lambda n, u: f"{n}{u}", st.integers(0, 120), st.sampled_from(["s", "m", "h", "ms"]))
+# a deadline must be above 0 (the one duration rule of CLI, catalog and CRD: controller/api/duration.py)
+deadlines = st.builds(lambda n, u: f"{n}{u}", st.integers(1, 120), st.sampled_from(["s", "m", "h", "ms"]))
 
 
 @st.composite
@@ -96,7 +98,7 @@ def _rollout(draw: st.DrawFn) -> dict[str, Any]:
         # could never progress, which the sizing rightly refuses
         "maxSurge": draw(st.one_of(st.integers(1, 2), percents)),
         "bake": draw(durations),
-        "deadline": draw(durations),
+        "deadline": draw(deadlines),
     }
 
 
@@ -129,9 +131,9 @@ def valid_catalogs(draw: st.DrawFn) -> dict[str, Any]:
     envs = draw(st.lists(st.sampled_from(["dev", "staging", "prod", "qa"]), min_size=1, max_size=3,
                          unique=True))
     environments = []
-    for e in envs:
+    for i, e in enumerate(envs):
         env: dict[str, Any] = {"name": e}
-        if draw(st.booleans()):
+        if i or draw(st.booleans()):  # one environment at most in the catalog namespace: no two share one
             env["namespace"] = f"llm-{e}"
         agg = [m for m in models if "replicas" in m]
         if agg and draw(st.booleans()):
@@ -268,7 +270,9 @@ def _overrides(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
 
 def _environments(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     """Each environment as a mapping (the catalog's defaults written out when it has none)."""
-    envs = doc.setdefault("environments", [{"name": n} for n in ("dev", "staging", "prod")])
+    ns = doc.get("namespace", "default")
+    envs = doc.setdefault("environments", [{"name": n, "namespace": f"{ns}-{n}"}
+                                           for n in ("dev", "staging", "prod")])
     doc["environments"] = [{"name": e} if isinstance(e, str) else e for e in envs]
     return _items(doc, "environments")
 
@@ -276,6 +280,12 @@ def _environments(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
 def _root(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     return [(doc, "")]
 
+
+# the opt-in switches take a YAML boolean only: not 1, not the string "yes"
+bad_switches = st.sampled_from([1, 0, "yes", "true", "on", None, [], {}])
+
+# a Kueue LocalQueue: an object name that travels as a label value
+bad_queues = st.sampled_from(["Not_A_Queue", "x" * 64, "a..b", "-a", "", 1, [], {}, True])
 
 # (locator, field, strategy of bad values). The pydantic class the field belongs to, for unknown keys.
 _POOL = lambda d: _items(d, "nodePools")  # noqa: E731
@@ -288,6 +298,7 @@ _CACHE = lambda d: _items(d, "models", ("modelCache",))  # noqa: E731
 
 FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
     (_root, "namespace", bad_dns_labels(63)),
+    (_root, "allowSharedNamespace", bad_switches),
     (_POOL, "name", bad_dns_labels(63)),
     (_POOL, "gpuMemoryGiB", bad_floats(0, 1024)),
     (_POOL, "gpusPerNode", bad_ints(1, 64)),
@@ -299,6 +310,7 @@ FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
                                       bad_label_keys.map(lambda k: {k: "v"}),
                                       bad_label_values.map(lambda v: {"k": v}))),
     (_POOL, "topologyKey", bad_label_keys),
+    (_POOL, "allowOvercommit", bad_switches),
     (_POOL, "tolerations", st.sampled_from([{}, "x", [{"operator": "Sometimes"}], [{"effect": "Never"}],
                                              [{"tolerationSeconds": "soon"}], [1]])),
     (_MODEL, "name", bad_dns_labels(40)),
@@ -306,6 +318,8 @@ FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
     (_MODEL, "parametersB", bad_floats(0, 100_000)),
     (_MODEL, "dtype", bad_literals(("bf16", "fp16", "fp32", "fp8", "int8", "int4"))),
     (_MODEL, "maxModelLen", bad_ints(1, 10_000_000)),
+    (_MODEL, "tensorParallelSize", bad_ints(1, 1024)),
+    (_MODEL, "pipelineParallelSize", bad_ints(1, 1024)),
     (_MODEL, "engine", bad_literals(("vllm", "sglang"))),
     (_MODEL, "image", bad_strings()),
     (_MODEL, "port", bad_ints(1, 65535)),
@@ -315,7 +329,8 @@ FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
     (_MODEL, "subdomainPolicy", bad_literals(("Shared", "UniquePerReplica"))),
     (_MODEL, "pdMode", bad_literals(("disaggregatedset", "lws-pair"))),
     (_MODEL, "extraArgs", st.sampled_from(["--foo", 1, {"a": "b"}, [1], [None], [["--x"]], ["--api-key", "k"],
-                                           ["--hf-token=hf_x"], ["--port", "1", "--token", "t"]])),
+                                           ["--hf-token=hf_x"], ["--port", "1", "--token", "t"],
+                                           ["--tensor-parallel-size", "8"], ["--pp-size=2"]])),
     (_MODEL, "env", st.sampled_from([
         [{"name": "1BAD", "value": "x"}], [{"name": "A B", "value": "x"}], [{"name": "", "value": "x"}],
         [{"name": "LWS_GROUP_SIZE", "value": "2"}], [{"name": "DB_PASSWORD", "value": "hunter2"}],
@@ -336,6 +351,8 @@ FIELD_BREAKS: list[tuple[Locator, str, st.SearchStrategy[Any]]] = [
     (_ROLLOUT, "deadline", bad_durations),
     (_ENV, "name", bad_dns_labels(63)),
     (_ENV, "namespace", bad_dns_labels(63).filter(lambda v: v is not None)),
+    (_ENV, "queue", bad_queues),
+    (_MODEL, "queue", bad_queues),
     (_overrides, "replicas", bad_ints(0, 1_000_000)),
     (_HF, "name", bad_dns_labels(253).filter(
         lambda v: not (isinstance(v, str) and DNS1123_SUBDOMAIN.match(v) and len(v) <= 253))),

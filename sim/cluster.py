@@ -58,10 +58,12 @@ class SimTimeout(OperationFailed):
 class Cluster:
     """The embedded cluster: store, nodes, controllers and the virtual-time loop (see module doc)."""
 
-    def __init__(self, config: ClusterConfig | None = None, *, now0: float = FIXED_EPOCH) -> None:
+    def __init__(self, config: ClusterConfig | None = None, *, now0: float = FIXED_EPOCH,
+                 seed: int | None = None) -> None:
         self.config = config or ClusterConfig.default()
         self.clock = VirtualClock(now0)
-        self.store = Store(now=self.now, defaulter=Defaulter(self._gates))
+        # seed: uids (and generated names) from a seeded generator, the same in every run
+        self.store = Store(now=self.now, defaulter=Defaulter(self._gates), seed=seed)
         self.pod_hooks: list[PodHook] = []
         # Where the cluster learns what an image it has not seen does (its ImageProfile), asked once
         # per digest and remembered in config.images: e.g. the local stack reads the image's label
@@ -315,30 +317,39 @@ class Cluster:
 
     # -- helpers for controllers ----------------------------------------------------------------------
     def delete_object(self, key: str, ns: str, name: str, *, grace_period: int | None = None) -> None:
-        """Delete with Foreground-like cascade through the owner index (dependants first); pods are
-        deleted gracefully (``grace_period``: DeleteOptions.gracePeriodSeconds)."""
+        """Delete with a cascade through the owner index; pods are deleted gracefully
+        (``grace_period``: DeleteOptions.gracePeriodSeconds). The object goes (or turns Terminating)
+        first, then its dependants, in the order the garbage collector's background deletion shows
+        them (a group's leader pod Terminating before its workers), though in the same instant."""
         obj = self.store.get_raw(key, ns, name)
         if obj is None:
             return
-        for ckey, names in list(self.owned.get(obj["metadata"]["uid"], {}).items()):
-            for cname in list(names):  # the garbage collector deletes dependants with their own period
-                self.delete_object(ckey, ns, cname)
+        owned = self.owned.get(obj["metadata"]["uid"], {})
+        dependants = [(ckey, list(names)) for ckey, names in owned.items()]
         with contextlib.suppress(NotFound):  # already gone through the store's own GC
             self.store.delete(key, ns, name, collect=False, grace_period=grace_period)
+        for ckey, names in dependants:
+            for cname in names:  # the garbage collector deletes dependants with their own period
+                self.delete_object(ckey, ns, cname)
 
     def delete_pod(self, ns: str, name: str, *, grace_period: int | None = None) -> None:
         self.delete_object("pods", ns, name, grace_period=grace_period)
 
     def emit_event(
-        self, obj: dict, reason: str, message: str, *, etype: str = "Normal", component: str = "lws"
+        self, obj: dict, reason: str, message: str, *, etype: str = "Normal",
+        component: str = "leaderworkerset", related: dict | None = None,
     ) -> None:
         """Record an Event on ``obj``; a repeat of the same event (same object, reason, message, type
         and source) bumps ``count`` and ``lastTimestamp`` of the first, as client-go's EventCorrelator
-        does, instead of adding another object."""
+        does, instead of adding another object. ``component``: the reporting controller's name
+        (upstream LWS's recorder is "leaderworkerset"); ``related``: a second object the event is
+        about (upstream LWS's events are on the LeaderWorkerSet, related to a pod or revision)."""
         meta = obj["metadata"]
         now = rfc3339(self.now())
         ns = meta.get("namespace") or "default"
-        key = (meta.get("uid", ""), meta["name"], reason, message, etype, component)
+        # the related object is part of an event's identity (client-go's events API keys on it)
+        rel = (related or {}).get("metadata", {}).get("uid", "")
+        key = (meta.get("uid", ""), meta["name"], reason, message, etype, component, rel)
         seen = self._event_names.pop(key, None)
         if seen is not None and self.store.get_raw("events", ns, seen) is not None:
             self._event_names[key] = seen  # most recently used last (LRU order)
@@ -359,14 +370,7 @@ class Cluster:
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {"name": name, "namespace": ns},
-                "involvedObject": {
-                    "apiVersion": obj.get("apiVersion", "v1"),
-                    "kind": obj.get("kind", ""),
-                    "name": meta["name"],
-                    "namespace": ns,
-                    "uid": meta.get("uid", ""),
-                    "resourceVersion": meta.get("resourceVersion", ""),
-                },
+                "involvedObject": _reference(obj),
                 "reason": reason,
                 "message": message,
                 "type": etype,
@@ -377,6 +381,7 @@ class Cluster:
                 "source": {"component": component},
                 "reportingComponent": component,
                 "reportingInstance": f"{component}-sim",
+                **({"related": _reference(related)} if related is not None else {}),
             },
         )
 
@@ -521,3 +526,16 @@ class Cluster:
     def get(self, kind_key: str, name: str, namespace: str = "default") -> dict | None:
         ns = namespace if kinds.BY_KEY[kind_key].namespaced else ""
         return self.store.try_get(kind_key, ns, name)
+
+
+def _reference(obj: dict) -> dict:
+    """An Event's ObjectReference to ``obj``."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", ""),
+        "name": meta["name"],
+        "namespace": meta.get("namespace") or "default",
+        "uid": meta.get("uid", ""),
+        "resourceVersion": meta.get("resourceVersion", ""),
+    }

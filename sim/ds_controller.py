@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from typing import TYPE_CHECKING
 
 from lwsflow.controller.api import labels as L
@@ -56,9 +55,6 @@ def _role_replicas(role: dict) -> int:
 def _status(obj: dict, field: str) -> int:
     return int((obj.get("status") or {}).get(field, 0) or 0)
 
-
-def _uid_order(obj: dict) -> int:
-    return uuid.UUID(obj["metadata"]["uid"]).int  # uids are allocated in creation order
 
 
 class DsController:
@@ -118,7 +114,7 @@ class DsController:
         new = {label(o, L.DS_ROLE): o for o in by_rev.get(rev, [])}
         old_revs = sorted(
             (objs for r, objs in by_rev.items() if r != rev),
-            key=lambda objs: -max(_uid_order(o) for o in objs),
+            key=lambda objs: -max(self.c.store.creation_order(o["metadata"]["uid"]) for o in objs),
         )  # newest first
         old = [o for objs in old_revs for o in objs]
         desired = {r["name"]: external.get(r["name"], _role_replicas(r)) for r in roles}

@@ -210,6 +210,9 @@ class Kubelet:
         store = self.c.store
         spec = {**pod["spec"], "nodeName": node}
         pod = store.replace("pods", {**pod, "spec": spec}, check_version=False)
+        meta = pod["metadata"]
+        self.c.emit_event(pod, "Scheduled", f"Successfully assigned {meta.get('namespace', 'default')}/"
+                                            f"{meta['name']} to {node}", component="default-scheduler")
         self._start(pod, node, needs, allocate=not allocated)
 
     def _release_reservation(self, key: Key) -> None:
@@ -490,6 +493,9 @@ class Kubelet:
         pod = self.c.store.get_raw("pods", *key)
         if pod is None:  # deleted under us: what replace() would answer for a missing object
             raise NotFound(f'pods "{key[1]}" not found', details={"name": key[1], "kind": "pods"})
+        qos = (pod.get("status") or {}).get("qosClass")
+        if qos and "qosClass" not in status:  # set at creation and never changed: the kubelet keeps it
+            status = {**status, "qosClass": qos}
         return self.c.store.replace(
             "pods", {**pod, "status": status}, subresource="status", check_version=False
         )

@@ -62,10 +62,12 @@ class LwsController:
         if lws is None or is_terminating(lws):
             return
         v = view(lws)
-        self._ensure_revision(lws, v)
+        sts = store.get_raw(STS, ns, name)
+        if self._ensure_revision(lws, v) and sts is None:
+            self._event(lws, "CreatingRevision", f"Creating revision with key {v.revision} for a newly "
+                                                 "created LeaderWorkerSet")
         if v.subdomain_policy != "UniquePerReplica":
             self._ensure_service(lws, name, {L.NAME: name}, lws)
-        sts = store.get_raw(STS, ns, name)
         inp = rolling.RollingInput(
             replicas=v.replicas,
             max_unavailable=v.max_unavailable,
@@ -88,8 +90,35 @@ class LwsController:
                 groups=[self.group_state(ns, name, i, v.revision) for i in range(rs)] if needs_groups else [],
             )
         partition, replicas = rolling.compute(inp)
+        self._rolling_events(lws, v, inp, partition, replicas)
         self._apply_leader_sts(lws, v, sts, partition, replicas)
+        if sts is None:
+            self._event(lws, "GroupsProgressing", f"Created leader statefulset {name}")
+        elif not inp.template_changed and partition != inp.sts_partition:
+            ps = inp.sts_partition
+            self._event(lws, "GroupsUpdating", f"Updating replica {partition}" if ps - 1 == partition
+                        else f"Updating replicas {partition} to {ps - 1} (inclusive)")
         self._update_status(lws, v)
+
+    def _event(self, lws: dict, reason: str, message: str, related: dict | None = None) -> None:
+        """An event of upstream's LWS controllers: on the LeaderWorkerSet, reported as
+        "leaderworkerset" (its recorder's name), ``related`` to a pod where upstream names one."""
+        self.c.emit_event(lws, reason, message, component="leaderworkerset", related=related)
+
+    def _rolling_events(self, lws: dict, v: LwsView, inp: rolling.RollingInput, partition: int,
+                        replicas: int) -> None:
+        """What upstream's rollingUpdateParameters records on its way: a new revision, and surge
+        groups to delete (wantReplicas, also on a plain scale-down: upstream words it so)."""
+        if not inp.sts_exists:
+            return
+        rs, r = inp.sts_replicas, v.replicas
+        if inp.template_changed:
+            self._event(lws, "CreatingRevision", f"Creating revision with key {v.revision} for updated LWS")
+        if rs < r or (not inp.template_changed and inp.sts_partition == 0 and rs == r) or replicas >= rs:
+            return  # wantReplicas not called, or nothing to delete
+        self._event(lws, "GroupsProgressing",
+                    f"deleting surge replica {v.name}-{replicas}" if replicas == rs - 1
+                    else f"deleting surge replicas from {v.name}-{replicas} to {v.name}-{rs - 1}")
 
     def invalidate(self, ns: str, name: str, idx: int) -> None:
         """A pod or worker set of group ``idx`` changed (called from the store subscriber)."""
@@ -127,18 +156,19 @@ class LwsController:
             updated = updated and label(wsts, L.TEMPLATE_REVISION_HASH) == revision
         return rolling.GroupState(ready, updated)
 
-    def _ensure_revision(self, lws: dict, v: LwsView) -> None:
+    def _ensure_revision(self, lws: dict, v: LwsView) -> bool:
+        """Store the LWS's current revision; True when its ControllerRevision was created now."""
         key = (v.namespace, v.name, v.revision)
         uid = lws["metadata"]["uid"]
         if self._revision_owner.get(key) == uid:
-            return  # already stored for this very object (a same-named LWS recreated needs its own)
+            return False  # already stored for this very object (a same-named LWS recreated needs its own)
         self.revisions[key] = v.revision_data
         self._revision_owner[key] = uid
         existing = [
             self.c.store.get_raw(CR, v.namespace, n) for n in self.c.owned_names(lws["metadata"]["uid"], CR)
         ]
         if any(cr and label(cr, L.TEMPLATE_REVISION_HASH) == v.revision for cr in existing):
-            return
+            return False
         number = 1 + max([int(cr.get("revision", 0)) for cr in existing if cr] or [0])
         self.c.store.create(
             CR,
@@ -155,6 +185,7 @@ class LwsController:
                 "revision": number,
             },
         )
+        return True
 
     def revision_data(self, ns: str, name: str, revision: str) -> dict | None:
         return self.revisions.get((ns, name, revision))
@@ -292,8 +323,7 @@ class LwsController:
         changed |= any(c.get("observedGeneration") != gen for c in conds)
         if changed:  # as upstream: one event for the first wanted condition, all groups counted
             reason, message = _MESSAGES[wanted[0]]
-            self.c.emit_event(lws, reason, f"{message}, with {ready_n} groups ready of total "
-                                           f"{v.replicas} groups", component="lws")
+            self._event(lws, reason, f"{message}, with {ready_n} groups ready of total {v.replicas} groups")
         for c in conds:
             c["observedGeneration"] = gen
         status = {
@@ -402,6 +432,8 @@ class LwsController:
                 },
             },
         )
+        self._event(lws, "GroupsProgressing", f"Created worker statefulset for leader pod {leader_name}",
+                    leader)
 
     def worker_template(self, leader: dict) -> dict | None:
         """The worker pod template of the leader's revision (a copy), as #963 rebuilds it."""
@@ -445,12 +477,8 @@ class LwsController:
             return
         if after_start and self._group_pending(ns, leader, wsts):
             return
-        self.c.emit_event(
-            leader,
-            "RecreateGroup",
-            f"Worker pod {fire['metadata']['name']} failed, deleted leader pod "
-            f"{leader_name} to recreate group {label(leader, L.GROUP_INDEX)}",
-        )
+        self._event(lws, "RecreateGroup", f"Worker pod {fire['metadata']['name']} failed, deleted leader "
+                    f"pod {leader_name} to recreate group {label(leader, L.GROUP_INDEX)}", leader)
         self.c.delete_pod(ns, leader_name)
 
     def _group_pending(self, ns: str, leader: dict, wsts: dict | None) -> bool:

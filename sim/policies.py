@@ -48,8 +48,8 @@ DEADLINE = "scheduling.lwsflow.io/deadline"  # soft deadline, relative to submis
 
 def parse_duration(value: object, field: str = "") -> float:
     """Seconds from ``90``, ``"90"``, ``"30m"``, ``"1h30m"``, ``"2d"``: lwsflow's one duration grammar
-    (``controller/api/duration.py``, plain seconds allowed); bad input names ``field``."""
-    return api_duration.parse_duration(value, field, bare_seconds=True)
+    (``controller/api/duration.py``); bad input names ``field``."""
+    return api_duration.parse_duration(value, field)
 
 
 def timing_from_annotations(annotations: dict[str, str]) -> tuple[float | None, float | None]:

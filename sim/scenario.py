@@ -35,8 +35,8 @@ from lwsflow.sim.timeline import Timeline
 
 def parse_duration(value: object) -> float:
     """Seconds from ``90``, ``"90s"``, ``"10m"``, ``"1h30m"``: lwsflow's one duration grammar
-    (``controller/api/duration.py``, plain seconds allowed); ValueError for pydantic to name the field."""
-    return duration_seconds(value, bare_seconds=True)
+    (``controller/api/duration.py``); ValueError for pydantic to name the field."""
+    return duration_seconds(value)
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]

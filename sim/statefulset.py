@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.intstr import resolve
 from lwsflow.controller.errors import AlreadyExists, Forbidden
-from lwsflow.sim import claims, lws_webhook, serviceaccounts, sts_revisions
+from lwsflow.sim import claims, kinds, lws_webhook, serviceaccounts, sts_revisions
+from lwsflow.sim.apiserver import admission, core_admission
 from lwsflow.sim.podutil import is_ready, is_terminating, owner_ref, safe_hash
 from lwsflow.sim.store import clone
 
@@ -101,7 +102,7 @@ class StatefulSetController:
                 if claimed:  # whenScaled: Delete hands the claims to the pod first
                     claims.sync(store, sts, pname, pod, scaled_down=True)
                 if not is_terminating(pod):  # Parallel: condemned ordinals all go at once
-                    self._delete(ns, pod, ordinal, ghosts, now)
+                    self._delete(sts, pod, ordinal, ghosts, now)
                 else:  # still counted (replicas, ready) until it is gone, as computeReplicaStatus does
                     condemned[ordinal] = pod
                 continue
@@ -121,7 +122,7 @@ class StatefulSetController:
                                   if p["metadata"]["uid"] not in fresh}
         if strategy.get("type", "RollingUpdate") == "RollingUpdate":
             for ordinal in self._to_replace(info, start, end, partition, max_unavail, update_rev):
-                self._delete(ns, pods.pop(ordinal), ordinal, ghosts, now)
+                self._delete(sts, pods.pop(ordinal), ordinal, ghosts, now)
                 del info[ordinal]
         for ordinal, (was_ready, _) in ghosts.items():  # terminating in the informer: counted, not current
             info.setdefault(ordinal, (was_ready, False, ""))
@@ -177,11 +178,14 @@ class StatefulSetController:
                 return []
         return []
 
-    def _delete(self, ns: str, pod: dict, ordinal: int, ghosts: dict[int, tuple[bool, float]],
+    def _delete(self, sts: dict, pod: dict, ordinal: int, ghosts: dict[int, tuple[bool, float]],
                 now: float) -> None:
         """Delete ``pod``; the informer keeps it (terminating) until the next sync."""
         ghosts[ordinal] = (is_ready(pod), now + INFORMER_LAG_S)  # isRunningAndReady ignores deletion
-        self.c.delete_pod(ns, pod["metadata"]["name"])
+        pname = pod["metadata"]["name"]
+        self.c.delete_pod(sts["metadata"]["namespace"], pname)
+        self._event(sts, "SuccessfulDelete",
+                    f"delete Pod {pname} in StatefulSet {sts['metadata']['name']} successful")
 
     def _resync(self, ns: str, name: str, due: float) -> None:
         """The sync in which the informer has caught up with this controller's own writes."""
@@ -234,15 +238,22 @@ class StatefulSetController:
         }
         if L.NAME in pod["metadata"]["labels"]:
             lws_webhook.mutate_pod(pod, ordinal)
+        if errors := core_admission.validate(kinds.POD, pod, None):
+            # the API server refuses the pod (e.g. a template with containers: []): FailedCreate on
+            # every sync, never a pod, as the real controller's retries all fail the same way
+            self._failed_create(sts, pname, admission.invalid(kinds.POD, pname, errors).message)
+            return None
         try:
             serviceaccounts.admit_pod(self.c.store, pod)
-            return self.c.store.create("pods", pod)
+            created = self.c.store.create("pods", pod)
         except AlreadyExists:
             return self._adopt(sts, pname)
         except Forbidden as exc:  # as the real controller reports a refused create, and retries
             self.refused.setdefault(ns, set()).add(name)
             self._failed_create(sts, pname, exc.message)
             return None
+        self._event(sts, "SuccessfulCreate", f"create Pod {pname} in StatefulSet {name} successful")
+        return created
 
     def _adopt(self, sts: dict, pname: str) -> dict | None:
         """A pod of that name exists: adopt it when it is an orphan matching the selector (ClaimPods),
@@ -262,7 +273,11 @@ class StatefulSetController:
 
     def _failed_create(self, sts: dict, pname: str, error: str) -> None:
         message = f"create Pod {pname} in StatefulSet {sts['metadata']['name']} failed error: {error}"
-        self.c.emit_event(sts, "FailedCreate", message, etype="Warning", component="statefulset-controller")
+        self._event(sts, "FailedCreate", message, etype="Warning")
+
+    def _event(self, sts: dict, reason: str, message: str, *, etype: str = "Normal") -> None:
+        """The real controller's events (stateful_pod_control.go recordPodEvent)."""
+        self.c.emit_event(sts, reason, message, etype=etype, component="statefulset-controller")
 
     def _write_status(self, sts: dict, info: dict[int, tuple[bool, bool, str]], replicas: int,
                       current_rev: str, update_rev: str) -> None:

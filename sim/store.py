@@ -14,7 +14,6 @@ change; they must only enqueue work, never block.
 from __future__ import annotations
 
 import copy
-import itertools
 import queue
 import random
 import re
@@ -87,7 +86,7 @@ class Watch:
 
 class Store:
     def __init__(self, now: Callable[[], float] = time.time, *, history: int = _HISTORY,
-                 defaulter: Defaulter | None = None) -> None:
+                 defaulter: Defaulter | None = None, seed: int | None = None) -> None:
         self.now = now
         self.defaulter = defaulter or Defaulter()  # kube-apiserver's defaulting of core kinds
         self._lock = threading.RLock()
@@ -96,7 +95,14 @@ class Store:
         self._history: deque[Event] = deque(maxlen=history)  # small in tests that need 410 Gone
         self._watches: list[Watch] = []
         self._subscribers: list[Subscriber] = []
-        self._uids = itertools.count(1)
+        # uids are random UUID4s as kube-apiserver makes them (never the same across clusters);
+        # ``seed`` draws them, and generateName suffixes, from a seeded generator: a seeded run is
+        # reproducible
+        self._rng: random.Random = _RANDOM if seed is None else random.Random(seed)
+        self._created: dict[str, int] = {}  # uid -> resourceVersion of its creation
+        # owner uid -> (key, namespace, name) of the objects whose ownerReferences name it: the garbage
+        # collector's graph, so a deletion does not scan every stored object (Events pile up)
+        self._dependants: dict[str, dict[tuple[str, str, str], None]] = {}
         self._propagation: dict[str, str] = {}  # uid of a finalizer-held deletion -> its propagation
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -107,6 +113,11 @@ class Store:
     @property
     def resource_version(self) -> int:
         return self._rv
+
+    def creation_order(self, uid: str) -> int:
+        """When the object of ``uid`` was created, as a number that grows with each creation (its
+        uid is random, so it cannot say); 0 for an object not (or no longer) stored."""
+        return self._created.get(uid, 0)
 
     def get(self, key: str, namespace: str, name: str) -> dict:
         with self._lock:
@@ -145,7 +156,7 @@ class Store:
             rtype = kinds.BY_KEY[key]
             if not meta.get("name") and meta.get("generateName"):
                 # as the API's SimpleNameGenerator: base cut to 58 characters, 5 random of its alphabet
-                suffix = "".join(_RANDOM.choice(_NAME_ALPHABET) for _ in range(5))
+                suffix = "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(5))
                 meta["name"] = meta["generateName"][:58] + suffix
             name = meta.get("name")
             if not name:
@@ -163,7 +174,8 @@ class Store:
             obj.setdefault("kind", rtype.kind)
             self.defaulter.default(key, obj, None)
             self.defaulter.admit_new(key, obj)
-            meta["uid"] = str(uuid.UUID(int=next(self._uids) | (0x4 << 76)))
+            meta["uid"] = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+            self._created[meta["uid"]] = self._rv + 1
             meta["creationTimestamp"] = rfc3339(self.now())
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
@@ -354,11 +366,14 @@ class Store:
     def _commit(self, key: str, bucket: dict, ident: tuple[str, str], obj: dict, etype: str) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
+        self._index_owners(key, ident, bucket.get(ident), obj)
         bucket[ident] = obj
         self._publish(Event(etype, key, clone(obj), self._rv))
 
     def _remove(self, key: str, bucket: dict, ident: tuple[str, str]) -> dict:
         obj = bucket.pop(ident)
+        self._created.pop(obj["metadata"].get("uid", ""), None)
+        self._index_owners(key, ident, obj, None)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         self._publish(Event(DELETED, key, clone(obj), self._rv))
@@ -372,11 +387,30 @@ class Store:
         for fn in list(self._subscribers):
             fn(ev)
 
+    def _index_owners(self, key: str, ident: tuple[str, str], old: dict | None, new: dict | None) -> None:
+        def owners(obj: dict | None) -> set[str]:
+            refs = (obj or {}).get("metadata", {}).get("ownerReferences") or ()
+            return {str(r.get("uid") or "") for r in refs if isinstance(r, dict)}
+
+        before, after = owners(old), owners(new)
+        for uid in before - after:
+            deps = self._dependants.get(uid)
+            if deps is not None:
+                deps.pop((key, *ident), None)
+                if not deps:
+                    del self._dependants[uid]
+        for uid in after - before:
+            self._dependants.setdefault(uid, {})[(key, *ident)] = None
+
     def _collect_dependants(self, owner_uid: str, *, orphan: bool = False) -> None:
         """Delete the owner's dependants, or (``orphan``) drop its reference from them. A dependant
         that keeps another owner stays, as the garbage collector keeps it."""
-        for key, bucket in self._objects.items():
-            for ident, obj in list(bucket.items()):
+        deps = list(self._dependants.get(owner_uid, ()))
+        for key, bucket in self._objects.items():  # kind by kind, each in the order it got the owner
+            for ident in [(ns, name) for k, ns, name in deps if k == key]:
+                obj = bucket.get(ident)
+                if obj is None:
+                    continue
                 refs = obj.get("metadata", {}).get("ownerReferences") or []
                 if not any(r.get("uid") == owner_uid for r in refs) or ident not in bucket:
                     continue

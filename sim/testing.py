@@ -39,12 +39,14 @@ class EmbeddedCluster:
 
     ``workdir``: the folder the kubeconfig is written into (mode 0600: it holds the token), as
     ``kubeconfig_name``. ``config``: a ``ClusterConfig``, a config YAML path, or None for the
-    default cluster (for a catalog's node pools pass ``components.catalog_cluster.cluster_config_for``).
+    default cluster (for a catalog's node pools pass
+    ``lwsflow.rehearsal.catalog_cluster.cluster_config_for``).
     ``speed``: virtual seconds per wall second. ``engines``: leader pods serve the stand-in OpenAI
     engine on their pod IPs (None: as the config's ``serve_engines`` says); ``engine_options`` go to
     each engine (e.g. ``side_channel_port=0``). ``token`` (default: a random one), ``port`` (0: any
     free one), ``faults`` (injected API errors) and ``now0`` (the virtual epoch at start; default
-    the cluster's fixed epoch) are passed on.
+    the cluster's fixed epoch) are passed on; ``seed`` makes uids and generated names the same in
+    every run.
 
     ``start()`` (or ``with``) serves; before it, ``cluster`` can be seeded and timers armed.
     ``close()`` stops the loop, the server and the engines, however far ``start`` got.
@@ -63,13 +65,14 @@ class EmbeddedCluster:
         faults: ApiFaults | None = None,
         now0: float | None = None,
         kubeconfig_name: str = "kubeconfig",
+        seed: int | None = None,
     ) -> None:
         cfg = (ClusterConfig.default() if config is None else config if isinstance(config, ClusterConfig)
                else ClusterConfig.from_file(Path(config)))
         serve_engines = cfg.serve_engines if engines is None else engines
         # the harness owns the engine hook (options, close), so the cluster must not start its own
         cfg = cfg.model_copy(update={"serve_engines": False})
-        self.cluster = Cluster(cfg) if now0 is None else Cluster(cfg, now0=now0)
+        self.cluster = Cluster(cfg, seed=seed) if now0 is None else Cluster(cfg, now0=now0, seed=seed)
         self.engines: Any = None  # lwsflow.sim.engine.EnginePodHook when engines are served
         if serve_engines:
             from lwsflow.sim.engine import EnginePodHook

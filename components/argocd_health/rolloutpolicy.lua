@@ -1,6 +1,7 @@
 -- Argo CD health check for lwsflow.io/RolloutPolicy (lwsflow), from the status the in-cluster
 -- controller mirrors from the target's rollout annotations (controller/policy/status.py):
 --
+-- Degraded    condition TargetFound False: the target the policy names does not exist (phase Idle).
 -- Healthy     phase Idle or Succeeded: the stable template runs on every group.
 -- Suspended   phase WaitingForPromotion (a manual gate: `kubectl lwsflow promote`) or Paused.
 -- Degraded    phase RolledBack, Failed or Aborted: the last release did not make it.
@@ -18,6 +19,15 @@ if gen ~= nil and (st.observedGeneration == nil or st.observedGeneration < gen) 
   hs.status = "Progressing"
   hs.message = "the lwsflow controller has not observed generation " .. tostring(gen) .. " yet"
   return hs
+end
+if st.conditions ~= nil then
+  for _, c in ipairs(st.conditions) do
+    if c.type == "TargetFound" and c.status == "False" then
+      hs.status = "Degraded"
+      hs.message = "target not found: " .. tostring(c.message or "")
+      return hs
+    end
+  end
 end
 local phase = st.phase
 local detail = ""

@@ -31,6 +31,33 @@ def render_table(report: SmokeReport, width: int | None = None) -> str:
     return cap.get()
 
 
+SUMMARY_LIMIT = 400  # a policy's status.message holds 500: the stage and gate words need the rest
+
+
+def failure_summary(report: SmokeReport, limit: int = SUMMARY_LIMIT) -> str:
+    """One line for a stage hook's result: every failed check with its own words, e.g. ``smoke
+    failed: placement@lws/big-405b: cannot read node gpu-0: 403 Forbidden: ...``, cut at ``limit``
+    characters (the first failure first: it is usually the cause of the rest)."""
+    parts = []
+    for c in report.failed():
+        detail = c.detail + (f" (expected {c.expected}, got {c.got})" if c.expected is not None else "")
+        parts.append(f"{c.name}@{c.target}: {detail}" if detail else f"{c.name}@{c.target}")
+    text = "smoke failed: " + ("; ".join(parts) or "no check ran")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def pass_summary(report: SmokeReport) -> str:
+    """One line for a passed stage hook that says what was checked, e.g. ``smoke passed: 14 checks
+    (chat x3, discover x2, ..., pd-prefill x2, placement x2)``: a pair whose hand-off never ran shows
+    it by the missing ``pd-*`` checks."""
+    ran: dict[str, int] = {}
+    for c in report.checks:
+        if not c.skipped:
+            ran[c.name] = ran.get(c.name, 0) + 1
+    names = ", ".join(f"{n} x{k}" if k > 1 else n for n, k in sorted(ran.items()))
+    return f"smoke passed: {sum(ran.values())} checks ({names})"
+
+
 def write_report(report: SmokeReport, path: str | Path) -> Path:
     """Write the JSON report atomically (temp file + rename)."""
     path = Path(path)

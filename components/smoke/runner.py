@@ -103,6 +103,9 @@ def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[End
         return [], []
     for target, problem in found.problems:
         checks.append(CheckResult(name="discover", target=target, passed=False, detail=problem))
+    if cluster.services_problem:  # the leaders' Services went unchecked: no pass without them
+        checks.append(CheckResult(name="service", target=",".join(cfg.targets), passed=False,
+                                  detail=cluster.services_problem))
     endpoints: list[Endpoint] = []
     by_role: dict[tuple[str, str], dict[str, list[Endpoint]]] = defaultdict(lambda: defaultdict(list))
     expect = placement.Expectation(cfg.gpu_product, cfg.node_pool, cfg.gpus_per_pod)
@@ -149,6 +152,7 @@ def _from_cluster(cfg: SmokeConfig, checks: list[CheckResult]) -> tuple[list[End
 def _placement(cluster: targets.ClusterTargets, g: targets.Group, nodes: dict[str, dict],
                expect: placement.Expectation) -> CheckResult:
     t0 = time.monotonic()
+    name = None
     try:
         for pod in g.pods:
             name = (pod.get("spec") or {}).get("nodeName")
@@ -156,9 +160,9 @@ def _placement(cluster: targets.ClusterTargets, g: targets.Group, nodes: dict[st
                 node = cluster.node(name)
                 if node is not None:
                     nodes[name] = node
-    except ApiError as exc:
+    except ApiError as exc:  # the API server's words (e.g. 403 and the verb RBAC refused) are the cause
         return CheckResult(name="placement", target=g.target, passed=False,
-                           detail=f"cannot read nodes: {exc}")
+                           detail=f"cannot read node {name}: {exc}")
     problems = placement.check_lws_placement(g.lws, g.pods, nodes, expect, g.group_indexes)
     n = sum(1 for p in g.pods if targets.label_of(p, labels.GROUP_INDEX) in g.group_indexes)
     more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""

@@ -10,7 +10,8 @@ With ``revision_only`` only pods of the newest template revision count (the lead
 leader's URL is ``http://<podIP>:<port>``: the port is the ``targetPort`` of a Service in the namespace
 that selects the leader (what traffic through it reaches, so a Service aimed at a port nobody serves
 fails), else the engine's serving port from the pod spec (``controller.api.serving``); the model comes
-from ``lwsflow.io/served-model``.
+from ``lwsflow.io/served-model``. Services that cannot be read (other than a 404) are a failed
+``service`` check, not a silent fall-back to the pod spec.
 """
 
 from __future__ import annotations
@@ -54,15 +55,21 @@ class ClusterTargets:
     def __init__(self, kube: Kube, namespace: str, timeout_s: float) -> None:
         self.kube, self.ns, self.timeout = kube, namespace, timeout_s
         self._services: list[dict] | None = None
+        # why the Services could not be read (e.g. a 403: RBAC without `services list`); the runner
+        # makes it a failed ``service`` check, since the leaders' Service was then never checked
+        self.services_problem: str | None = None
 
     def services(self) -> list[dict]:
-        """The namespace's Services, read once; none when they cannot be read (e.g. RBAC without
-        services): the ports then come from the pod specs."""
+        """The namespace's Services, read once. None found (or a 404) is no problem: the ports come
+        from the pod specs. Any other error is kept in ``services_problem``."""
         if self._services is None:
             try:
                 self._services = list(self._get(SERVICE.path(self.ns)).get("items") or [])
-            except ApiError:
+            except NotFound:
                 self._services = []
+            except ApiError as exc:
+                self._services = []
+                self.services_problem = f"cannot list services in {self.ns}: {exc}"
         return self._services
 
     def _get(self, path: str, query: dict | None = None) -> dict:
@@ -72,10 +79,10 @@ class ClusterTargets:
         return list(self._get(res.path(self.ns), {"labelSelector": selector}).get("items") or [])
 
     def node(self, name: str) -> dict | None:
-        try:
-            return self._get(resources.NODE.path(None, name))
-        except NotFound:
-            return None
+        """The node ``name``, read with ``list`` and a name field selector: the one verb on nodes the
+        controller's role grants (its capacity check lists them too), so no ``get`` is needed."""
+        items = self._get(resources.NODE.path(None), {"fieldSelector": f"metadata.name={name}"}).get("items")
+        return (items or [None])[0]
 
     def discover(self, targets: list[str], revision_only: bool) -> Discovery:
         out = Discovery()

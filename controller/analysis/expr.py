@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping
 
 from lwsflow.controller.errors import InvalidInput
@@ -24,6 +25,11 @@ _CMP: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _CONSTS = {"true": True, "false": False, "True": True, "False": False}
+MAX_LENGTH = 500
+# every character a condition may hold: the RolloutPolicy CRD's CEL rule checks the same (RE2 and Python
+# read it alike), so a policy the API server admits fails here only on grammar
+CONDITION_CHARS = r"^[-+*/<>=!(),._0-9A-Za-z \t\n\r]*$"
+_CHARS = re.compile(CONDITION_CHARS.removesuffix("$") + r"\Z")
 
 
 class MissingValue(Exception):
@@ -50,13 +56,18 @@ def _check(node: ast.AST, text: str) -> None:
 
 def parse(text: str) -> ast.Expression:
     """Parse and validate a condition; ValueError with the reason when it is not in the language."""
-    if len(text) > 500:
-        raise ValueError("condition is longer than 500 characters")
+    if len(text) > MAX_LENGTH:
+        raise ValueError(f"condition is longer than {MAX_LENGTH} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ValueError(f"cannot parse {text!r}: {exc.msg}") from None
+        # the column in the text as written (ast counts from 1 in the stripped text; 0: it ended early)
+        where = f"column {exc.offset + len(text) - len(text.lstrip())}" if exc.offset else "the end"
+        raise ValueError(f"{text!r}: syntax error at {where}: {exc.msg}") from None
     _check(tree, text)
+    if not _CHARS.match(text):  # what the grammar lets by: a comment, a line continuation
+        raise ValueError(f"{text!r} may hold only numbers, result, baseline, + - * /, comparisons, and, or, "
+                         "not, abs(), min(), max() and parentheses")
     return tree
 
 

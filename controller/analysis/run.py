@@ -123,11 +123,27 @@ def _args(spec: AnalysisSpec, metric: Metric, args: dict[str, str], since_start:
                 elapsed=promql_duration(parse_duration(window, "window") + since_start))
 
 
+def planned_fractions(spec: AnalysisSpec, metric: Metric) -> tuple[float, ...]:
+    """The information fraction of each planned look: counts over ``[{{elapsed}}]`` cover one window
+    plus the time since the analysis began, so under steady traffic look k has seen ``window +
+    initialDelay + (k - 1) * interval`` seconds of it."""
+    window = spec.window or metric.interval
+    seen = [window + metric.initial_delay + k * metric.interval for k in range(metric.count)]
+    return tuple(x / seen[-1] for x in seen)
+
+
 def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 on_measurement: Callable[[ev.Measurement], None] | None = None) -> AnalysisResult:
-    """Measure every metric ``count`` times (first at ``initialDelay``, then every ``interval``)."""
+                 on_measurement: Callable[[ev.Measurement], None] | None = None,
+                 sequential: bool = True) -> AnalysisResult:
+    """Measure every metric up to ``count`` times (first at ``initialDelay``, then every
+    ``interval``). ``sequential`` (the default): the statistical metrics decide at the first look
+    whose evidence suffices (``evaluate.Look``), and once every one of them has passed the analysis
+    ends, the other metrics judged on the measurements they have; ``False``: the fixed horizon (each
+    measurement at the full alpha, ``failureLimit`` for every metric), kept for the bench."""
     check_inputs(spec, args)
+    fractions = {m.name: planned_fractions(spec, m) for m in spec.metrics}
+    seq_metrics = [m for m in spec.metrics if ev.sequential(m)] if sequential else []
     schedule = sorted((m.initial_delay + i * m.interval, k, i) for k, m in enumerate(spec.metrics)
                       for i in range(m.count))
     result = AnalysisResult("successful", metrics={m.name: None for m in spec.metrics})
@@ -142,9 +158,10 @@ def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
         margs = _args(spec, metric, args, clock() - t0)
         value: ev.Observation = None
         baseline: ev.Observation = None
+        look = ev.Look(i + 1, fractions[metric.name]) if sequential and ev.sequential(metric) else None
         try:
             value, baseline = measure(metric, margs)
-            phase, detail = ev.judge(metric, value, baseline)
+            phase, detail = ev.judge(metric, value, baseline, look=look)
         except ProviderError as exc:  # counted apart (consecutiveErrorLimit), never a pass
             phase, detail = ev.judge(metric, None, error=str(exc))
         m = ev.Measurement(metric.name, i + 1, phase, ev.shown(metric, value), ev.shown(metric, baseline),
@@ -152,8 +169,24 @@ def run_analysis(spec: AnalysisSpec, args: dict[str, str], measure: Measure, *,
         result.measurements.append(m)
         if on_measurement:
             on_measurement(m)
-        result.metrics[metric.name] = ev.metric_phase(metric, result.measurements)
+        result.metrics[metric.name] = ev.metric_phase(metric, result.measurements, seq=sequential)
         if result.metrics[metric.name] in ("failed", "error"):
             break  # Argo stops the analysis at the first failed (or errored) metric
+        if seq_metrics and all(result.metrics[m.name] == "successful" for m in seq_metrics) and \
+                _end_early(spec, result):
+            break
     result.phase = ev.overall(result.metrics.values())
     return result
+
+
+def _end_early(spec: AnalysisSpec, result: AnalysisResult) -> bool:
+    """Every statistical metric has passed: judge the others on what they measured so far, once each
+    has had a successful measurement (until then they keep measuring: a first one without data
+    is no verdict)."""
+    pending = [m for m in spec.metrics if result.metrics[m.name] is None]
+    if any(not any(x.metric == m.name and x.phase == "successful" for x in result.measurements)
+           for m in pending):
+        return False
+    for m in pending:
+        result.metrics[m.name] = ev.metric_phase(m, result.measurements, seq=True, final=True)
+    return True

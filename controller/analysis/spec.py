@@ -43,6 +43,10 @@ PROPORTION_TOLERANCE_MAX = 0.1
 # the absolute guard of mode proportion: a ratio above this fails whatever the stable's (Argo's
 # failureCondition of the same name in spirit)
 DEFAULT_MAX_RATIO = 0.05
+# a number or a text like "0.5%": no structural schema type says both (the RolloutPolicy CRD leaves the
+# value to this model; controller/policy/crd.py)
+NUMBER_OR_TEXT: JsonDict = {"x-lwsflow-number-or-text": True}
+MAX_METRICS = 32  # a bound the RolloutPolicy CRD needs for its rules' cost estimate
 
 
 def promql_duration(seconds: float) -> str:
@@ -132,14 +136,14 @@ class Compare(_Model):
     mode: Literal["relative", "absolute", "proportion", "histogram"] = "relative"
     # relative / histogram: percent (10 or "10%"); proportion / absolute: in the value's own unit,
     # for a ratio points of it (0.005 or "0.5%")
-    tolerance: float = Field(ge=0)
+    tolerance: float = Field(ge=0, json_schema_extra=NUMBER_OR_TEXT)
     better: Literal["lower", "higher"] = "lower"  # latency and error ratios: lower is better
     alpha: float = Field(0.01, gt=0, lt=0.5)  # proportion / histogram: false-positive rate per measurement
     quantile: float = Field(0.95, gt=0, lt=1)  # histogram: the quantile the tolerance is about
     total: str = ""  # proportion: the query for the requests the events are among
     requests: str = ""  # histogram: the query for the requests behind per-token observations
     # proportion: the absolute guard, a ratio no release may show whatever the stable's (0.05 or "5%")
-    max_ratio: float | None = Field(None, gt=0, le=1, alias="maxRatio")
+    max_ratio: float | None = Field(None, gt=0, le=1, alias="maxRatio", json_schema_extra=NUMBER_OR_TEXT)
 
     @field_validator("tolerance", "max_ratio", mode="before")
     @classmethod
@@ -221,8 +225,9 @@ Duration = Annotated[float, Field(gt=0, json_schema_extra=_DURATION_SCHEMA)]
 class Metric(_Model):
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$", max_length=63)]
     provider: Provider
-    success_condition: str | None = Field(None, alias="successCondition")
-    failure_condition: str | None = Field(None, alias="failureCondition")
+    # bounded for the RolloutPolicy CRD's CEL rules (their cost estimate), as expr.parse bounds them
+    success_condition: str | None = Field(None, alias="successCondition", max_length=expr.MAX_LENGTH)
+    failure_condition: str | None = Field(None, alias="failureCondition", max_length=expr.MAX_LENGTH)
     compare: Compare | None = None
     interval: Duration = 30.0
     count: int = Field(1, ge=1, le=1000)
@@ -235,7 +240,7 @@ class Metric(_Model):
     @field_validator("interval", "initial_delay", mode="before")
     @classmethod
     def _duration(cls, v: object) -> float:
-        return duration_seconds(v, bare_seconds=True)
+        return duration_seconds(v)
 
     @field_validator("success_condition", "failure_condition")
     @classmethod
@@ -276,13 +281,17 @@ class Metric(_Model):
 
 
 class AnalysisSpec(_Model):
-    metrics: list[Metric] = Field(min_length=1)
+    metrics: list[Metric] = Field(min_length=1, max_length=MAX_METRICS)
     window: Duration | None = None  # the {{window}} argument; default: each metric's interval
+    # an analysis that ends without a decision (too little traffic to show a pass or a failure):
+    # pause for a person (promote passes the stage, abort rolls back), as Argo Rollouts does, or
+    # roll back as a failure would
+    on_inconclusive: Literal["pause", "rollback"] = Field("pause", alias="onInconclusive")
 
     @field_validator("window", mode="before")
     @classmethod
     def _window(cls, v: object) -> float | None:
-        return None if v is None else duration_seconds(v, bare_seconds=True)
+        return None if v is None else duration_seconds(v)
 
     @model_validator(mode="after")
     def _unique(self) -> AnalysisSpec:

@@ -24,6 +24,8 @@ SUBGROUP_EXCLUSIVE_TOPOLOGY = f"{_P}/subgroup-exclusive-topology"
 SUBDOMAIN_POLICY_ANNOTATION = f"{_P}/subdomainPolicy"
 GANG_GROUP_NAME = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+# Kueue: the LocalQueue a LeaderWorkerSet is admitted through (one Workload per group)
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 
 ENV_LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
 ENV_GROUP_SIZE = "LWS_GROUP_SIZE"

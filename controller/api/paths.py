@@ -1,11 +1,12 @@
 """Where the upstream reference material lives: pinned Go modules, cached outside the repository.
 
 Tests and tools read upstream CRDs, example manifests and schemas (LWS, Gateway API, Inference
-Extension, Argo Workflows, Kubernetes' generated.proto files). They come from the Go module proxy at
-the versions named in ``scripts/upstream/go.mod`` and are verified against its ``go.sum`` by
-``go mod download`` (the checksum is compared again here). :func:`fetch` copies the folders lwsflow reads into
-``${LWSFLOW_CACHE:-~/.cache/lwsflow}/upstream/<module>@<version>/`` (``scripts/setup`` runs it; an
-accessor runs it on first use, with a progress line). Nothing is read from beside the repository.
+Extension, Argo Workflows, Kubernetes' generated.proto files, Kueue's quota CRDs). They come from the
+Go module proxy at the versions named in ``scripts/upstream/go.mod`` and are verified against its
+``go.sum`` by ``go mod download`` (the checksum is compared again here). :func:`fetch` copies the
+folders lwsflow reads into ``${LWSFLOW_CACHE:-~/.cache/lwsflow}/upstream/<module>@<version>/``
+(``scripts/setup`` runs it; an accessor runs it on first use, with a progress line). Nothing is read
+from beside the repository.
 
 The runtime never needs any of this: it reads the packaged CRD copies under ``controller/api/crds/``
 (and the embedded cluster its packaged protobuf table, ``sim/apiserver/k8s_protobuf.json.gz``).
@@ -54,6 +55,8 @@ MODULES: dict[str, Module] = {
     "argo-workflows": Module("github.com/argoproj/argo-workflows/v3", ("api/jsonschema/schema.json",)),
     "k8s-api": Module("k8s.io/api", ("*/*/generated.proto", "*/*/types.go", "*/*/register.go")),
     "k8s-apimachinery": Module("k8s.io/apimachinery", _APIMACHINERY_PROTO),
+    "kueue": Module("sigs.k8s.io/kueue", tuple(f"config/components/crd/bases/kueue.x-k8s.io_{p}.yaml" for p in
+                                             ("clusterqueues", "localqueues", "resourceflavors"))),
 }
 
 
@@ -192,6 +195,11 @@ def gateway_crd(file_name: str) -> Path:
     if file_name.startswith("inference."):
         return module_dir("inference-extension") / "config" / "crd" / "bases" / file_name
     return module_dir("gateway-api") / "config" / "crd" / "standard" / file_name
+
+
+def kueue_crd(plural: str) -> Path:
+    """One of Kueue's quota CRDs (``clusterqueues``, ``localqueues``, ``resourceflavors``)."""
+    return module_dir("kueue") / "config" / "components" / "crd" / "bases" / f"kueue.x-k8s.io_{plural}.yaml"
 
 
 def k8s_proto_roots() -> tuple[Path, Path]:

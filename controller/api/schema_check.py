@@ -121,10 +121,14 @@ def schema_errors(obj: dict[str, Any], plural: str) -> list[FieldError]:
     return _field_errors(errors, cel_errors(obj, plural))
 
 
-def schema_errors_for(obj: dict[str, Any], schema: dict[str, Any]) -> list[FieldError]:
-    """``schema_errors`` against a schema that is not packaged (a CRD applied to the embedded cluster)."""
+def schema_errors_for(obj: dict[str, Any], schema: dict[str, Any],
+                      old: dict[str, Any] | None = None) -> list[FieldError]:
+    """``schema_errors`` against a schema that is not packaged (a CRD applied to the embedded cluster);
+    ``old``: the stored object of an update, whose unchanged values the CEL rules pass
+    (``cel.violations``)."""
     errors = _Validator(schema, format_checker=_format_checker()).iter_errors(obj)
-    rules = [FieldError(v.path, v.message) for v in cel.violations(obj, schema, skip=())] \
+    before: Any = old if old is not None else cel.NO_OLD
+    rules = [FieldError(v.path, v.message) for v in cel.violations(obj, schema, skip=(), old=before)] \
         if cel.has_rules(schema, ()) else []
     return _field_errors(errors, rules, in_body=True)
 

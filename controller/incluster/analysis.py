@@ -75,7 +75,9 @@ class AnalysisRecorder:
                 phase = ast.VERDICT[ev.overall(phases.values())]
             self.cur = ast.finished(cur, ctx.stage, phases, phase, res.detail, state.iso(self.now()))
             self._write()
-        self.events.emit(self.policy, f"Analysis{phase}", f"stage {ctx.stage}: {res.detail}"[:1000],
+        then = ("; the rollout pauses: `kubectl lwsflow promote` passes the stage, `kubectl lwsflow "
+                "abort` rolls it back") if res.pause else ""
+        self.events.emit(self.policy, f"Analysis{phase}", f"stage {ctx.stage}{then}: {res.detail}"[:1000],
                          warning=phase in ("Failed", "Inconclusive", "Error"))
 
     def _write(self) -> None:

@@ -10,12 +10,14 @@ would otherwise lower the next stage's partition in the write that passes the cu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
@@ -31,8 +33,8 @@ from lwsflow.controller.rollout.compat import CompatProbe
 from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
-from lwsflow.controller.rollout.pd import PairRollout, find_pair
-from lwsflow.controller.rollout.session import capacity_preflight, engine_for
+from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
+from lwsflow.controller.rollout.session import budget_patch, capacity_preflight, engine_for
 from lwsflow.controller.rollout.target import Follower
 
 log = logging.getLogger("lwsflow.controller.driver")
@@ -50,17 +52,34 @@ def resource_of(kind: str) -> Resource:
     return DS if kind == "DisaggregatedSet" else LWS
 
 
-def check_hook(check: Check, smoke: SmokeFactory | None) -> Hook:
+def check_hook(check: Check, smoke: SmokeFactory | None, pair: str | None = None) -> Hook:
+    """``pair``: the policy rolls this P/D pair (its smoke check is of the pair, see ``_of_pair``)."""
     if check.http is not None:
         return http_probe(check.http.url, float(check.http.timeoutSeconds))
     if check.command is not None:
         return command_hook(check.command.command, float(check.command.timeoutSeconds))
     if check.smoke is not None and smoke is not None:
-        return smoke(check.smoke)
+        return _of_pair(smoke(check.smoke), pair) if pair else smoke(check.smoke)
     def unavailable(_ctx: object) -> bool:  # a smoke check without the smoke test wired: fail
         return False
     unavailable.__name__ = "smoke:unavailable"
     return unavailable
+
+
+def _of_pair(hook: Hook, pair: str) -> Hook:
+    """A pair's stages run one engine per role, each role's hooks after its own gate, seeing that
+    role's LWS. The last role of a stage (prefill) gets the pair (kind LeaderWorkerSetPair, ``pair``):
+    both roles are on the stage's revision then, so the smoke checks both and the prefill→decode
+    hand-off, as `lwsflow rollout pair/NAME --smoke` does. The first (decode) smokes its own LWS:
+    Git has synced prefill's template too, whose new leaders do not exist yet. A blue-green stage's
+    context is already green's pair and is left as it is."""
+    def smoke(ctx: HookContext) -> HookResult:
+        role = ((ctx.obj.get("metadata") or {}).get("labels") or {}).get(L.ROLE)
+        if ctx.kind != "LeaderWorkerSetPair" and role == ROLES[-1]:
+            ctx = dataclasses.replace(ctx, kind="LeaderWorkerSetPair", name=pair)
+        return run_hook(hook, ctx)
+    smoke.__name__ = getattr(hook, "__name__", "smoke")
+    return smoke
 
 
 def _counted(hook: Hook, on_check: Callable[[str, bool], None]) -> Hook:
@@ -78,6 +97,7 @@ def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
     """The engine options of a policy (stages, per-stage bake and checks, deadline, onFailure);
     ``analysis`` runs after every stage's checks when the policy has an analysis."""
     gated = any(s.pause is not None for s in spec.stages)
+    pair = spec.targetRef.name if spec.targetRef.kind == "LeaderWorkerSetPair" else None
     report = on_check or (lambda _d, _ok: None)
     after: list[Hook] = []
     if spec.analysis is not None:
@@ -86,7 +106,7 @@ def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
         stages=spec.stages_text(), deadline_s=duration_seconds(spec.progressDeadline),
         no_rollback=spec.onFailure == "hold", retry=retry, chain_partitions=not gated,
         stage_bakes=[duration_seconds(s.bake) for s in spec.stages],
-        stage_hooks=[[*(_counted(check_hook(c, smoke), report) for c in s.checks), *after]
+        stage_hooks=[[*(_counted(check_hook(c, smoke, pair), report) for c in s.checks), *after]
                      for s in spec.stages])
 
 
@@ -140,8 +160,14 @@ class Driver:
             elif not fresh and pd_gate.enabled(self.spec):
                 opts = pd_gate.resumed(opts, live)
             if fresh and not opts.together:  # `lwsflow rollout`'s check: a surge that cannot fit is refused
-                capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False, log=log.info,
-                                   skip_gpu_free=True)
+                checked = capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False,
+                                             log=log.info, skip_gpu_free=True,
+                                             on_quota_shortage=self._on_quota_shortage)
+                for role, obj in checked.items():
+                    if obj is not live[role]:  # quota.onShortage inPlace: the budget goes on the target
+                        self.kube.merge_patch(LWS, self.ns, obj["metadata"]["name"],
+                                              budget_patch(live[role], obj, False),
+                                              field_manager=L.FIELD_MANAGER)
             return PairRollout(self.kube, self.ns, self.ref.name, opts, self.clock,
                                before_stage=self._pair_gate, follower=self.follower).run()
         kind = KIND_TO_TARGET[self.ref.kind]
@@ -151,8 +177,12 @@ class Driver:
         live = seen if seen is not None else self.kube.get(res, self.ns, self.ref.name)
         # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
         # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
-        capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
-                           skip_gpu_free=True)
+        checked = capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
+                                     skip_gpu_free=True, on_quota_shortage=self._on_quota_shortage)[""]
+        if checked is not live:  # quota.onShortage inPlace: the budget the quota admits, on the target
+            live = self.kube.merge_patch(res, self.ns, self.ref.name,
+                                         budget_patch(live, checked, kind == "ds"),
+                                         field_manager=L.FIELD_MANAGER)
         eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock,
                                follower=self.follower)
         eng.t.checkpoint("begin")
@@ -174,6 +204,10 @@ class Driver:
             if gate_k is not None and self._blocked(eng, now_st, gate_k):
                 self._wait_for_promotion(res, now_st, gate_k)
         return None
+
+    @property
+    def _on_quota_shortage(self) -> str:
+        return self.spec.quota.onShortage if self.spec.quota is not None else "refuse"
 
     def _pair_gate(self, k: int) -> None:
         """A pair's manual gate before stage ``k`` (> 0): the marks live on the decode LWS, the role

@@ -9,8 +9,10 @@ The leader renews every ``retry_period_s`` and gives up leadership when it has n
 writing at once; the rollout state on the targets makes the restart safe).
 
 Fencing: :meth:`LeaderElector.write_fence` is checked before every write the controller sends
-(``Kube.view``), not after the fact: a write is refused once ``renew_deadline_s`` has passed since
-the *start* of the last successful renewal, even while the renewal loop is stuck in a slow request.
+(``Kube.view``: its rollouts', their P/D probe canaries', its webhook posts), last before the request
+goes out (after any wait for the client's rate limit), not after the fact: a write is refused once
+``renew_deadline_s`` has passed since the *start* of the last successful renewal, even while the
+renewal loop is stuck in a slow request.
 A standby takes over only ``lease_duration_s`` after it observed that renewal, which was at or after
 its start, and ``renew_deadline_s < lease_duration_s``: the deposed leader has stopped writing first
 (up to a write already in flight, bounded by the request timeout, as in client-go).
@@ -75,21 +77,28 @@ class LeaderElector:
     def run(self) -> None:
         """Campaign, then renew, until stopped or the lease is lost (blocking; run it in a thread)."""
         while not self.stopped.is_set():
-            began = self._mono()  # the server records the renewal at or after this instant
-            ok = self.try_acquire_or_renew()
-            now = self._mono()
-            if ok:
-                self._renewed_at = began
-                if not self.leader.is_set():
-                    log.info("%s: became leader (lease %s/%s)", self.identity, self.ns, self.name)
-                    self.leader.set()
-            elif self.leader.is_set() and now - self._renewed_at > self.renew_deadline_s:
-                log.error("%s: leader election lost (no renewal for %.1fs)", self.identity,
-                          now - self._renewed_at)
-                self.leader.clear()
-                self.on_lost()
+            if not self.step():
                 return
             self.stopped.wait(self.retry_s)
+
+    def step(self) -> bool:
+        """One campaign or renewal, its outcome recorded; False once leadership is lost (``on_lost``
+        called)."""
+        began = self._mono()  # the server records the renewal at or after this instant
+        ok = self.try_acquire_or_renew()
+        now = self._mono()
+        if ok:
+            self._renewed_at = began
+            if not self.leader.is_set():
+                log.info("%s: became leader (lease %s/%s)", self.identity, self.ns, self.name)
+                self.leader.set()
+        elif self.leader.is_set() and now - self._renewed_at > self.renew_deadline_s:
+            log.error("%s: leader election lost (no renewal for %.1fs)", self.identity,
+                      now - self._renewed_at)
+            self.leader.clear()
+            self.on_lost()
+            return False
+        return True
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when we hold the lease afterwards."""

@@ -6,6 +6,9 @@
 - A rollout refused before it wrote anything (``lwsflow rollout``'s capacity check: a surge that
   cannot fit): phase ``Failed``, ``Ready`` False with reason ``Refused`` and the check's numbers; it
   is tried again when the template or the policy changes, or after ``REFUSAL_RETRY_S``.
+- A target that does not exist (yet): phase ``Idle``, ``TargetFound`` False (reason ``TargetNotFound``,
+  the API's words) and ``Ready`` False, one Warning Event; once the target appears ``TargetFound`` is
+  True and the policy is reconciled as any other.
 - A spec edited while a rollout of the policy runs: the rollout finishes under the spec and
   generation it started with; the status keeps ``observedGeneration`` at that generation and shows
   ``SpecApplied`` False (reason ``RolloutInProgress``) until it ends; the next rollout uses the edit.
@@ -23,6 +26,8 @@ TARGET_OWNED = "TargetOwned"
 REFUSED = "Refused"
 REFUSAL_RETRY_S = 60.0  # wall seconds before a refused rollout is checked again (capacity may free up)
 SPEC_APPLIED = "SpecApplied"
+TARGET_FOUND = "TargetFound"
+TARGET_NOT_FOUND = "TargetNotFound"
 
 
 def _since(old: Obj, ctype: str, status: str, now: str) -> str:
@@ -62,3 +67,33 @@ def refused(new: Obj, old: Obj, why: str, now: str) -> Obj:
               "lastTransitionTime": _since(old, str(c.get("type")), "False", now)}
              for c in new.get("conditions") or [] if c.get("type") in ("Progressing", "Ready")]
     return {**new, "phase": "Failed", "message": msg, "conditions": conds}
+
+
+def target_missing(old: Obj, spec: RolloutPolicySpec, why: str, namespace: str, generation: int,
+                   now: str) -> Obj:
+    """The status of a policy whose target is not there: Idle, but ``TargetFound`` and ``Ready`` False
+    (Argo CD's health check and the dashboard show it as broken, not as an idle healthy policy)."""
+    ref = spec.targetRef
+    msg = (f"{ref.kind}/{ref.name} not found in namespace {namespace} ({why}); create it or fix "
+           "spec.targetRef: nothing rolls out until it exists")[:500]
+    conds: list[dict[str, Any]] = [
+        {"type": t, "status": "False", "reason": TARGET_NOT_FOUND, "message": msg,
+         "lastTransitionTime": _since(old, t, "False", now)} for t in (TARGET_FOUND, "Ready")]
+    return {**pstatus.derived(old), "phase": "Idle", "message": msg, "observedGeneration": generation,
+            "conditions": conds}
+
+
+def target_was_missing(old: Obj) -> bool:
+    """Whether the persisted status already says the target is missing (its Event was emitted)."""
+    return any(c.get("type") == TARGET_FOUND and c.get("status") == "False"
+               for c in old.get("conditions") or [])
+
+
+def target_found(new: Obj, old: Obj, spec: RolloutPolicySpec, now: str) -> Obj:
+    """``new`` with ``TargetFound`` True (the target exists)."""
+    ref = spec.targetRef
+    conds = [c for c in new.get("conditions") or [] if c.get("type") != TARGET_FOUND]
+    conds.append({"type": TARGET_FOUND, "status": "True", "reason": "Found",
+                  "message": f"{ref.kind}/{ref.name} exists",
+                  "lastTransitionTime": _since(old, TARGET_FOUND, "True", now)})
+    return {**new, "conditions": conds}

@@ -31,7 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -54,13 +54,13 @@ from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
 from lwsflow.controller.kube.watch import watch_changes
 from lwsflow.controller.policy import bluegreen_status as bgstatus
-from lwsflow.controller.policy import gates
+from lwsflow.controller.policy import gates, problems
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
 from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
-from lwsflow.controller.rollout.compat import CompatProbe
+from lwsflow.controller.rollout.compat import CompatContext, CompatProbe, CompatResult
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.hooks import Hook, HookContext
 from lwsflow.controller.rollout.outcome import Outcome
@@ -113,6 +113,8 @@ class Controller:
     def __post_init__(self) -> None:
         if self.leader is not None:  # every write of this replica is fenced on its leadership
             self.kube = self.kube.view(fence=self.leader.write_fence)
+            if self.notifier is not None:  # its webhook posts too: a deposed leader announces nothing
+                self.notifier.fence = self.kube.fenced
         self.events = EventRecorder(self.kube, self.clock.now)
         self.cache: Caches | None = None
         self.loop: InformerLoop | None = None
@@ -215,11 +217,9 @@ class Controller:
         old: Obj = policy.get("status") or {}
         try:
             spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(["spec", *(str(x) for x in err["loc"])])
+        except ValidationError as exc:  # admitted, yet refused: say why as the user counts (stage 2)
             self._write_once(policy, {**pstatus.derived(old), "phase": "Failed",
-                                      "message": f"{where}: {err['msg']}",
+                                      "message": problems.describe(exc, policy.get("spec") or {}),
                                       "observedGeneration": meta.get("generation", 0)})
             return
         self._track_series(key, spec)
@@ -231,8 +231,11 @@ class Controller:
         try:
             objs = self._targets(ns, spec, live=live)
         except (NotFound, InvalidInput) as exc:
-            self._write_once(policy, {**pstatus.derived(old), "phase": "Idle", "message": f"target: {exc}",
-                                      "observedGeneration": meta.get("generation", 0)})
+            missing = lifecycle.target_missing(old, spec, str(exc), ns, int(meta.get("generation", 0)),
+                                               state.iso(self.clock.now()))
+            if not lifecycle.target_was_missing(old):  # once, not every pass (and not again after a restart)
+                self.events.emit(policy, lifecycle.TARGET_NOT_FOUND, missing["message"], warning=True)
+            self._write_once(policy, missing)
             return
         if spec.strategy == "blue-green":
             if self._caught_up(key, policy, spec, objs):
@@ -267,6 +270,7 @@ class Controller:
         why = self._refusal(key, objs, gen)
         if why is not None and not state.any_active(objs):
             new = lifecycle.refused(new, old, why, state.iso(self.clock.now()))
+        new = lifecycle.target_found(new, old, spec, state.iso(self.clock.now()))
         if not pstatus.same(old, new):
             if not pd_gate.overlaid(new):  # the probe announced its own verdict (pd_gate.recorder)
                 self._transitions(policy, spec, old, new)
@@ -297,6 +301,7 @@ class Controller:
                 self._start_blue_green(key, policy, spec, objs, st, retry)
         new = bgstatus.compute(spec, st, route, objs, int(meta.get("generation", 0)), old,
                                state.iso(self.clock.now()))
+        new = lifecycle.target_found(new, old, spec, state.iso(self.clock.now()))
         if st.active:
             self.refusals.pop(key, None)
         elif key in self.refusals:
@@ -400,6 +405,7 @@ class Controller:
     def _decide(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool | None:
         """Whether to drive now: None no; False drive; True drive as a retry of a failed release."""
         drive: bool | None = None
+        asked = (policy["metadata"].get("annotations") or {}).get(gates.RETRY)
         for obj in objs:
             st = state.RolloutState.from_object(obj)
             if st.active:
@@ -409,18 +415,37 @@ class Controller:
             cur = state.template_hash(state.template_of(obj))
             stable = pstatus.stable_hash(st)
             if cur == stable:
+                if st.id and asked == st.id and st.phase != state.SUCCEEDED:
+                    self._reapply_failed(policy, spec, obj, st)  # its write wakes the next pass
                 continue
             if not stable and not st.id:
                 if not self._adopt_first_sight(spec, obj, st):
                     drive = False
                 continue
             if st.id and st.manifest_hash == cur:  # this template's rollout already ended
-                asked = (policy["metadata"].get("annotations") or {}).get(gates.RETRY)
                 if asked and asked == st.id:
                     return True
                 continue
             drive = False
         return drive
+
+    def _reapply_failed(self, policy: Obj, spec: RolloutPolicySpec, obj: Obj, st: state.RolloutState) -> None:
+        """A retry asked after the rollback took the failed template off the target: put the template
+        the rollback recorded back (frozen at partition = replicas); the next pass rolls it out as the
+        retry. A DisaggregatedSet has no partition to hold it: `kubectl lwsflow retry` refuses it."""
+        failed = gates.recorded_failure(st)
+        if failed is None or spec.targetRef.kind == "DisaggregatedSet":
+            return
+        meta = obj["metadata"]
+        out = self.kube.merge_patch(LWS, meta["namespace"], meta["name"], gates.reapply_patch(obj, failed),
+                                    field_manager=L.FIELD_MANAGER)
+        if self.cache is not None:  # the status computed next (and the next pass) read the re-applied copy
+            self.cache.lws.store(out)
+        msg = (f"retry of rollout {st.id}: template {st.target_hash} put back on LeaderWorkerSet/"
+               f"{meta['name']} (partition {gate.replicas(obj)}); its rollout starts again")
+        log.info("%s/%s: %s", meta["namespace"], policy["metadata"]["name"], msg)
+        self.events.emit(policy, "RetryReapplied", msg)
+        self.wake_policy(f"{meta['namespace']}/{policy['metadata']['name']}")
 
     def _fully_rolled(self, spec: RolloutPolicySpec, obj: Obj) -> bool:
         if spec.targetRef.kind == "DisaggregatedSet":  # a DS without status: judged by its child LWS
@@ -463,7 +488,8 @@ class Controller:
         def make(kube: Kube, stop: threading.Event) -> Callable[[], Outcome | None]:
             return Driver(kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=stop,
                           on_gate=on_gate, on_check=self._count_check,
-                          analysis=self._analysis_hook(policy, spec, kube=kube), pd_probe=self.pd_probe,
+                          analysis=self._analysis_hook(policy, spec, kube=kube),
+                          pd_probe=self._fenced_probe(),
                           on_probe=pd_gate.recorder(kube, self.events, policy, notify),
                           generation=int(policy["metadata"].get("generation", 0)),
                           probed=(policy.get("status") or {}).get("pdProbe"),
@@ -481,6 +507,19 @@ class Controller:
         rec = AnalysisRecorder(kube or self.kube, self.events, policy, spec.analysis, self.clock.now,
                                rollout_id=rollout_id)
         return recorded_hook(self.analysis, rec)
+
+    def _fenced_probe(self) -> CompatProbe | None:
+        """The P/D probe on this controller's connection, fenced on its leadership: its canaries'
+        creates and deletes are refused once this replica cannot prove it leads, whatever
+        connection the probe was built with."""
+        probe = self.pd_probe
+        if probe is None:
+            return None
+
+        def fenced(ctx: CompatContext) -> CompatResult:
+            return probe(replace(ctx, kube=self.kube))
+        fenced.__name__ = getattr(probe, "__name__", "pd-probe")
+        return fenced
 
     def _count_check(self, detail: str, ok: bool) -> None:
         self.metrics.checks.labels(result="passed" if ok else "failed").inc()

@@ -3,6 +3,9 @@
 ``send`` only enqueues: one background thread posts, retrying with exponential backoff, so a slow
 or dead webhook never delays a rollout. The URL is read from the policy's Secret when sending and
 is never logged, put in status or in an event: logs name the Secret and key only.
+
+A post is a write to the outside world: ``fence`` (the controller's leadership fence) is checked
+immediately before each one, so a deposed leader's queued messages are dropped, never announced.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from lwsflow.controller.errors import ApiError
-from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.client import Fence, Kube
 from lwsflow.controller.kube.resources import SECRET
 from lwsflow.controller.policy.model import Webhook
 
@@ -36,8 +39,11 @@ class Notifier:
     """A queue and one sender thread; ``attempts`` tries per webhook, backoff doubling from ``base_s``."""
 
     def __init__(self, kube: Kube, *, attempts: int = 5, base_s: float = 0.5, timeout_s: float = 5.0,
-                 post: Callable[[str, dict[str, str]], int] | None = None) -> None:
+                 post: Callable[[str, dict[str, str]], int] | None = None,
+                 fence: Fence | None = None) -> None:
         self.kube, self.attempts, self.base_s, self.timeout_s = kube, attempts, base_s, timeout_s
+        self.fence = fence  # a reason not to post now (None: post); the controller sets its own
+        self.dropped = 0  # messages the fence refused
         self._post = post or self._http_post
         self._q: queue.Queue[Message | None] = queue.Queue(maxsize=1000)
         self.sent = 0
@@ -64,7 +70,8 @@ class Notifier:
         try:
             secret = self.kube.get(SECRET, namespace, ref.name)
         except ApiError as exc:
-            log.warning("webhook secret %s/%s: %s", namespace, ref.name, type(exc).__name__)
+            # the API server's words (e.g. the 403 naming the verb a Role lacks), never the Secret's
+            log.warning("webhook secret %s/%s: %s", namespace, ref.name, str(exc)[:300])
             return None
         raw = (secret.get("data") or {}).get(ref.key)
         if raw is None:
@@ -82,6 +89,10 @@ class Notifier:
         for attempt in range(1, self.attempts + 1):
             url = self._url(msg.namespace, hook)
             if url is not None:
+                if self.fence is not None and (why := self.fence()):  # last, right before the post
+                    self.dropped += 1
+                    log.info("webhook (%s): not sent: %s", where, why)
+                    return
                 try:
                     code = self._post(url, {"text": msg.text})
                 except httpx.HTTPError as exc:

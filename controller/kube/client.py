@@ -20,8 +20,9 @@ Views (:meth:`Kube.view`): the same connection with its own request counter (per
 rollout's report counts its own requests, not a delta of a process-wide counter), optionally a
 deadline for server-directed waits (:meth:`Kube.with_deadline`: the rollout engines give their stage
 deadline), and optional write fences: a fence that returns a reason refuses a write before it is
-sent (``Fenced``). The controller fences every write on its leadership (``incluster/leader.py``)
-and a rollout's writes on its policy still existing.
+sent (``Fenced``), checked last before each attempt is sent (after the token bucket's wait). The
+controller fences every write on its leadership (``incluster/leader.py``) and a rollout's writes on
+its policy still existing.
 """
 
 from __future__ import annotations
@@ -204,10 +205,12 @@ class Kube:
         slept = 0.0  # since then (also bounds an injected sleep that takes no time)
         while True:
             attempt += 1
-            if method in WRITES and (why := self.fenced()):  # checked before every attempt
-                raise Fenced(f"{method} {path} not sent: {why}")
             if verb != "watch":
                 self.limiter.take()
+            # checked before every attempt, after the bucket's wait: a write held there past the renew
+            # deadline must not go out once a standby may lead
+            if method in WRITES and (why := self.fenced()):
+                raise Fenced(f"{method} {path} not sent: {why}")
             with self._lock:
                 for counter in self._counters:
                     counter[verb] += 1

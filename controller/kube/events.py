@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError
 from lwsflow.controller.kube.client import Kube
@@ -16,6 +17,9 @@ from lwsflow.controller.kube.resources import EVENT
 
 log = logging.getLogger("lwsflow.events")
 COMPONENT = "lwsflow-rollout"
+# The rollout an Event belongs to, copied from the target's rollout state (the same key): ``lwsflow
+# report`` assigns Events by it, not by their order or wording.
+ROLLOUT_ID = ROLLOUT_PREFIX + "id"
 
 
 def _ts(epoch: float) -> str:
@@ -33,9 +37,12 @@ class EventRecorder:
     def emit(self, obj: Obj, reason: str, message: str, *, warning: bool = False) -> None:
         meta = obj.get("metadata") or {}
         ts = _ts(self.now())
+        head: Obj = {"generateName": f"{meta.get('name')}.", "namespace": meta.get("namespace")}
+        if rollout := str((meta.get("annotations") or {}).get(ROLLOUT_ID) or ""):
+            head["annotations"] = {ROLLOUT_ID: rollout}
         ev = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": meta.get("namespace")},
+            "metadata": head,
             "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
                                "name": meta.get("name"), "namespace": meta.get("namespace"),
                                "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},

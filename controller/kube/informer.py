@@ -60,8 +60,9 @@ class Informer:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         # waiters per object (a manual gate, a rollout's readiness gate): an event wakes only those
-        # following that object, not every waiting rollout; they share the cache's lock
-        self._waiting: dict[Key, threading.Condition] = {}
+        # following that object, not every waiting rollout; they share the cache's lock. The entry
+        # lives while someone waits (with their count), so keys of long-gone objects do not pile up
+        self._waiting: dict[Key, tuple[threading.Condition, int]] = {}
         self.synced = threading.Event()  # the first list is in (or the kind is not served)
         self.served = True
         self.relists = 0
@@ -134,16 +135,22 @@ class Informer:
 
     def _wait(self, key: Key, timeout_s: float) -> None:
         """Wait (holding the cache lock) until ``key`` changes or ``timeout_s`` passes."""
-        cond = self._waiting.get(key)
-        if cond is None:
-            cond = self._waiting[key] = threading.Condition(self._lock)
-        cond.wait(timeout_s)
+        cond, n = self._waiting.get(key) or (threading.Condition(self._lock), 0)
+        self._waiting[key] = (cond, n + 1)
+        try:
+            cond.wait(timeout_s)
+        finally:  # the lock is held again here: the count cannot change under us
+            cond, n = self._waiting[key]
+            if n > 1:
+                self._waiting[key] = (cond, n - 1)
+            else:
+                del self._waiting[key]
 
     def _changed(self, key: Key) -> None:
         """Wake whoever waits on ``key`` (the cache lock held)."""
-        cond = self._waiting.get(key)
-        if cond is not None:
-            cond.notify_all()
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            waiting[0].notify_all()
 
     def store(self, obj: Obj) -> None:
         """Put a copy this process just wrote (the API's answer) into the cache when it is newer than
@@ -191,7 +198,7 @@ class Informer:
         fresh = {key_of(o): o for o in items}
         with self._cond:
             old, self._cache = self._cache, fresh
-            for cond in self._waiting.values():
+            for cond, _ in self._waiting.values():
                 cond.notify_all()
         self.rv, self.served = rv, True
         for key, obj in fresh.items():

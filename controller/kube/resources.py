@@ -37,5 +37,8 @@ LEASE = Resource("coordination.k8s.io", "v1", "leases")
 INFERENCE_POOL = Resource("inference.networking.k8s.io", "v1", "inferencepools")
 HTTP_ROUTE = Resource("gateway.networking.k8s.io", "v1", "httproutes")
 ROLLOUT_POLICY = Resource("lwsflow.io", "v1alpha1", "rolloutpolicies")
+# Kueue (v0.17 serves and stores v1beta2): read by the quota check before a rollout (rollout/quota.py)
+LOCAL_QUEUE = Resource("kueue.x-k8s.io", "v1beta2", "localqueues")
+CLUSTER_QUEUE = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False)
 
 BY_KIND = {"LeaderWorkerSet": LWS, "DisaggregatedSet": DS}

@@ -3,9 +3,11 @@
 pydantic's JSON Schema is not a Kubernetes *structural* schema: it uses ``$ref``/``$defs``, ``anyOf``
 with ``null`` for optional fields, ``title``s and ``const``. :func:`structural` rewrites it: refs
 inlined, optionals become plain optional properties, ``int | str`` becomes
-``x-kubernetes-int-or-string``, numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the OpenAPI 3.0
-pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``, and no ``default`` is
-published (the model applies its own; see ``_without_defaults``).
+``x-kubernetes-int-or-string`` (keeping its ``maxLength``), numeric ``exclusiveMinimum``/``exclusiveMaximum``
+become the OpenAPI 3.0 pair (``minimum`` plus ``exclusiveMinimum: true``), every node gets a ``type``,
+and no ``default`` is published (the model applies its own; see ``_without_defaults``).
+``rules.attach`` adds the CEL rules (``x-kubernetes-validations``) that refuse an invalid policy at
+``kubectl apply``.
 ``metadata`` is left to the API server.
 
 The generated CRD is shipped twice: ``overlays/controller/crd.yaml`` (what a cluster applies) and
@@ -26,6 +28,7 @@ import yaml
 
 from lwsflow.controller.api.crd import PACKAGE_DIR, encode_packed, extract_crd
 from lwsflow.controller.policy import model as m
+from lwsflow.controller.policy import rules
 
 _DROP = ("title", "$defs")
 
@@ -57,11 +60,17 @@ def _structural(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     node = dict(node)
-    if node.pop("x-kubernetes-int-or-string", False):
-        out = {"x-kubernetes-int-or-string": True,
-               "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    if node.get("x-lwsflow-number-or-text"):
+        # int-or-string would refuse 0.005, number "0.5%": a free-form value the model validates
+        out: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
         if "description" in node:
             out["description"] = node["description"]
+        return out
+    if node.pop("x-kubernetes-int-or-string", False):
+        out = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+        for key in ("description", "maxLength"):  # maxLength: bounds the CEL rules' cost estimate
+            if key in node:
+                out[key] = node[key]
         return out
     if "anyOf" in node:  # X | None: an optional X (absence, not null, is how it is left out)
         options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
@@ -123,7 +132,7 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
 
 def openapi_schema() -> dict[str, Any]:
     """The ``openAPIV3Schema`` of RolloutPolicy."""
-    schema = structural(m.RolloutPolicy.model_json_schema(mode="validation"))
+    schema = rules.attach(structural(m.RolloutPolicy.model_json_schema(mode="validation")))
     props = schema["properties"]
     props["metadata"] = {"type": "object"}
     props["apiVersion"] = {"type": "string"}

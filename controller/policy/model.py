@@ -12,6 +12,8 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
 - the notification webhook URL lives in a Secret (``secretKeyRef``): a URL is a credential for Slack.
 - ``analysis`` is the analysis spec of ``lwsflow rollout --analysis`` (the same model), inline; the
   controller runs it after every stage's checks and records it in ``status.analysis`` (bounded).
+- ``quota.onShortage`` (``refuse`` | ``inPlace``): a target with Kueue's queue label whose ClusterQueue
+  cannot admit the surge groups is refused before the first write, or rolled within the quota.
 - ``pdProbe`` runs the cross-revision P/D compatibility probe (``--pd-probe``) before a pair's rollout
   mixes revisions; opt-in (a canary model load per release, and the opt-in RBAC of
   ``overlays/controller/pdprobe``), for ``LeaderWorkerSetPair`` targets only (docs/controller.md).
@@ -19,13 +21,14 @@ are Go-style strings (``90s``, ``5m``, ``1h30m``), as in Argo Rollouts and Flagg
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from lwsflow.controller.analysis.spec import AnalysisSpec
-from lwsflow.controller.api.duration import PATTERN, duration_seconds
-from lwsflow.controller.api.intstr import parse_percent
+from lwsflow.controller.api.duration import duration_seconds
+from lwsflow.controller.policy import rules
 
 GROUP, VERSION, KIND, PLURAL, SINGULAR = "lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies", \
     "rolloutpolicy"
@@ -44,8 +47,11 @@ ANALYSIS_VERDICTS_LIMIT = 10
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-# the wire value stays the string the user wrote; the schema pattern is the one grammar's (api/duration)
-Duration = Annotated[str, Field(pattern=PATTERN)]
+# the wire value stays what the user wrote: text or a whole number of seconds (int-or-string in the CRD,
+# whose CEL rules carry the one grammar's pattern, api/duration)
+Duration = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True,
+                                                         "maxLength": rules.DURATION_MAX_LENGTH})]
+_GROUPS_PERCENT = re.compile(rules.GROUPS_PERCENT.removesuffix("$") + r"\Z")
 DnsLabel = Annotated[str, Field(pattern=_DNS_LABEL, min_length=1, max_length=63)]
 
 
@@ -102,7 +108,8 @@ class Check(_Model):
 class Stage(_Model):
     """One stage: groups on the new template (or blue-green: green's traffic weight), then bake and checks."""
 
-    groups: int | str | None = Field(default=None, json_schema_extra={"x-kubernetes-int-or-string": True})
+    groups: int | str | None = Field(default=None, json_schema_extra={"x-kubernetes-int-or-string": True,
+                                                                      "maxLength": rules.GROUPS_MAX_LENGTH})
     weight: int | None = Field(default=None, ge=1, le=100)
     bake: Duration = "0s"
     pause: PauseGate | None = None
@@ -113,16 +120,17 @@ class Stage(_Model):
     def _groups(cls, v: int | str | None) -> int | str | None:
         if v is None:
             return v
-        if isinstance(v, bool) or (isinstance(v, int) and v < 1):
-            raise ValueError("groups is a positive integer or a percent like '25%'")
-        if isinstance(v, str) and (parse_percent(v) is None or not 0 < (parse_percent(v) or 0) <= 100):
-            raise ValueError(f"groups {v!r} is not a percent in (0%, 100%]")
+        if isinstance(v, bool) or (isinstance(v, int) and v < 1) or (isinstance(v, str)
+                                                                   and not _GROUPS_PERCENT.match(v)):
+            raise ValueError(f"{rules.GROUPS_SAYS} (got {v!r})")
         return v
 
-    @field_validator("bake")
+    @field_validator("bake", mode="before")  # before: true or 1.0 would pass as the int 1
     @classmethod
-    def _bake(cls, v: str) -> str:
+    def _bake(cls, v: object) -> object:
         duration_seconds(v)
+        if isinstance(v, float):
+            raise ValueError(f"{v!r}: write a fraction of a second as text (\"{v}\") or in ms (500ms)")
         return v
 
 
@@ -149,23 +157,34 @@ class PdProbe(_Model):
     onIncompatible: Literal["refuse", "all-at-once"] = "refuse"
 
 
+class QuotaPolicy(_Model):
+    """A target with Kueue's queue label (rollout/quota.py): what to do when its ClusterQueue cannot
+    admit the surge groups. ``refuse`` (the default): nothing is written, the status says why;
+    ``inPlace``: roll with the surge the quota admits (none: in place, the budget written on the target)."""
+
+    onShortage: Literal["refuse", "inPlace"] = "refuse"
+
+
 class RolloutPolicySpec(_Model):
     targetRef: TargetRef
     # partition: stages of groups updated in place; blue-green: a second P/D pair in its own
     # InferencePool, traffic moved by HTTPRoute weights (docs/rollout.md "Blue-green")
     strategy: Literal["partition", "blue-green"] = "partition"
-    stages: list[Stage] = Field(min_length=1)
+    stages: list[Stage] = Field(min_length=1, max_length=rules.MAX_STAGES)
     progressDeadline: Duration = "30m"
     onFailure: Literal["rollback", "hold"] = "rollback"
     notifications: Notifications | None = None
     analysis: AnalysisSpec | None = None  # run after every stage's checks (docs/analysis.md)
     pdProbe: PdProbe | None = None  # off unless set: `pdProbe: {}` probes with onIncompatible refuse
+    quota: QuotaPolicy | None = None  # Kueue: the surge the target's ClusterQueue cannot admit is refused
 
-    @field_validator("progressDeadline")
+    @field_validator("progressDeadline", mode="before")
     @classmethod
-    def _deadline(cls, v: str) -> str:
+    def _deadline(cls, v: object) -> object:
         if duration_seconds(v) <= 0:
-            raise ValueError("progressDeadline must be positive")
+            raise ValueError(f"must be above 0 (got {v!r})")
+        if isinstance(v, float):
+            raise ValueError(f"{v!r}: write a fraction of a second as text (\"{v}\") or in ms (500ms)")
         return v
 
     @field_validator("stages")

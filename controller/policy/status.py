@@ -61,6 +61,9 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     wait = gates.waiting_at(spec, st, obj, others)
     if wait is not None:
         message = f"stage {wait + 1} waits for `kubectl lwsflow promote`"
+    held = phase == "Paused" and gates.inconclusive_at(st) is not None
+    if held:
+        message = gates.inconclusive_message(st)
     history: list[dict[str, Any]] = list(old.get("history") or [])
     settled = not state.any_active(others)
     if st.id and not st.active and settled and st.phase in _FINAL and all(h.get("id") != st.id
@@ -70,9 +73,10 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
                         "message": st.reason[:300], **timings.timings([obj, *others])})
     old_conds = list(old.get("conditions") or [])
     conditions = [
-        _condition("Progressing", phase in ("Progressing", "WaitingForPromotion"), phase,
-                   message, now, old_conds),
-        _condition("Ready", phase in ("Idle", "Succeeded"), phase, message, now, old_conds),
+        _condition("Progressing", phase in ("Progressing", "WaitingForPromotion"),
+                   gates.INCONCLUSIVE if held else phase, message, now, old_conds),
+        _condition("Ready", phase in ("Idle", "Succeeded"), gates.INCONCLUSIVE if held else phase, message,
+                   now, old_conds),
     ]
     return {
         "observedGeneration": generation, "phase": phase, "message": message[:500], "rolloutId": st.id,

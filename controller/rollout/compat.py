@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
+
+if TYPE_CHECKING:
+    from lwsflow.controller.kube.client import Kube
 
 REFUSE, ALL_AT_ONCE = "refuse", "all-at-once"
 ON_INCOMPATIBLE = (REFUSE, ALL_AT_ONCE)
@@ -45,6 +49,9 @@ class CompatContext:
     roles: dict[str, RoleRevision]
     clock: Clock
     deadline_s: float
+    # the connection the probe's requests go through (None: the probe's own): the in-cluster controller
+    # gives its own, fenced on leadership, so a deposed leader creates and deletes no canary
+    kube: Kube | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import (
     ABORTED,
     FAILED,
+    INCONCLUSIVE_REASON,
     PAUSED,
+    PAUSED_INCONCLUSIVE,
     ROLLED_BACK,
     SUCCEEDED,
     Interrupted,
@@ -54,8 +56,8 @@ class _Pending:
 
 _PENDING = _Pending()
 
-__all__ = ["ABORTED", "FAILED", "PAUSED", "ROLLED_BACK", "SUCCEEDED", "Interrupted", "LwsRollout",
-           "Outcome", "Rollout", "RolloutOptions", "finish"]
+__all__ = ["ABORTED", "FAILED", "PAUSED", "PAUSED_INCONCLUSIVE", "ROLLED_BACK", "SUCCEEDED", "Interrupted",
+           "LwsRollout", "Outcome", "Rollout", "RolloutOptions", "finish"]
 
 
 class Rollout:
@@ -164,6 +166,9 @@ class Rollout:
         elif act.kind == planner.ROLLBACK_WAIT:
             return self.failure.wait(st)
         elif act.kind == planner.PAUSED:
+            if st.inconclusive == st.passed + 1 and st.reason.startswith(INCONCLUSIVE_REASON):
+                return Outcome(PAUSED_INCONCLUSIVE, f"rollout {st.id} is paused at stage {st.passed + 1}: "
+                               f"{st.reason}; promote passes the stage, abort rolls it back", self.report)
             return Outcome(PAUSED, f"rollout {st.id} is paused at stage {st.passed + 1}: {act.reason}; "
                            f"`lwsflow rollout resume` continues it", self.report)
         elif act.kind == planner.FOREIGN:
@@ -295,16 +300,21 @@ class Rollout:
         if rec.started is None:
             rec.started, rec.resumed = state.epoch(st.stage_started) or self.clock.now(), True
         req0 = self.kube.total_requests
+        accepted = st.accepted == k + 1  # paused inconclusive, then promoted: baked and analysed already
         try:
-            self._gate_and_bake(st, k, rec)
+            self._gate_and_bake(st, k, rec, bake=not accepted)
             for hook in self._hooks(k):
                 res = run_hook(hook, HookContext(self.strategy.kind, self.ns, self.name, k + 1,
-                                                 len(st.targets), st.targets[k], self.obj))
+                                                 len(st.targets), st.targets[k], self.obj,
+                                                 accepted=accepted))
                 rec.hooks.append(res.detail)
                 rec.analysis.extend(res.records)
                 if res.records:
                     self.events.emit(self.obj, "AnalysisRun", f"stage {k + 1}: {res.detail}"[:1000],
                                      warning=not res.ok)
+                if not res.ok and res.pause and not self.opts.defer_failure:
+                    rec.api_requests += self.kube.total_requests - req0
+                    return self._pause_inconclusive(st, k, res.detail)
                 if not res.ok:
                     # the gate's figures too: a failed stage's console line says it was ready
                     raise StageFailed(f"stage {k + 1} hook failed: {res.detail} (after its readiness gate "
@@ -319,6 +329,18 @@ class Rollout:
             return None
         self.t.checkpoint(f"stage-{k + 1}-gate-passed")
         return self._pass_stage(st, k, rec, req0)
+
+    def _pause_inconclusive(self, st: state.RolloutState, k: int, detail: str) -> Outcome:
+        """The stage's analysis decided nothing (too little evidence): hold the stage where it is for a
+        person, as ``onFailure: hold`` does, but without failing it: promote passes the stage (its
+        analysis is not run again), abort rolls back, resume measures again."""
+        reason = f"{INCONCLUSIVE_REASON}: stage {k + 1}: {detail}"
+        self.t.mark(st, paused=True, reason=reason[:1000], inconclusive=k + 1)
+        self.events.emit(self.obj, INCONCLUSIVE_REASON, f"rollout {st.id} paused at stage {k + 1}: "
+                         f"{detail}"[:1000], warning=True)
+        return Outcome(PAUSED_INCONCLUSIVE, f"rollout {st.id} paused at stage {k + 1}: the analysis "
+                       f"decided nothing: {detail}; promote passes the stage, abort rolls it back, "
+                       f"resume measures again", self.report)
 
     def _pass_stage(self, st: state.RolloutState, k: int, rec: StageRecord, req0: int) -> Outcome | None:
         """Record stage ``k`` passed (with the next partition, or the end, in the same write)."""
@@ -378,11 +400,11 @@ class Rollout:
             return Outcome(SUCCEEDED, f"rollout {st.id} succeeded", self.report)
         return None
 
-    def _gate_and_bake(self, st: state.RolloutState, k: int, rec: StageRecord) -> float:
+    def _gate_and_bake(self, st: state.RolloutState, k: int, rec: StageRecord, *, bake: bool = True) -> float:
         """Wait for the gate, then bake while it keeps holding; the cluster time the gate passed."""
         start = state.epoch(st.stage_started) or self.clock.now()
         deadline = start + st.deadline_s
-        bake_s = self._bake(st, k)
+        bake_s = self._bake(st, k) if bake else 0.0
         for _ in range(self.opts.max_regates + 1):
             passed_at = self._wait(st, k, rec, until=deadline, bake=False)
             if passed_at is None:

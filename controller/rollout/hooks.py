@@ -29,6 +29,9 @@ class HookContext:
     obj: Obj = field(repr=False, default_factory=dict)
     # blue-green: role -> (new LWS, stable LWS) to compare; target_groups is then green's weight (%)
     compare: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # a person passed this stage after its analysis paused inconclusive (promote): the analysis is
+    # not run again
+    accepted: bool = False
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class HookResult:
     detail: str = ""
     # what the check measured, one dict per measurement (analysis); kept in the stage's report record
     records: list[dict[str, object]] = field(default_factory=list)
+    # with ok False: no decision either way (an inconclusive analysis under ``onInconclusive:
+    # pause``): the rollout pauses for a person instead of failing the stage
+    pause: bool = False
 
 
 Hook = Callable[[HookContext], "HookResult | bool"]
@@ -81,7 +87,12 @@ def http_probe(url: str, timeout_s: float = 10.0) -> Hook:
         try:
             resp = httpx.get(url, timeout=timeout_s)
         except httpx.HTTPError as exc:
-            return HookResult(False, f"{url}: {type(exc).__name__}")
-        return HookResult(resp.is_success, f"{url}: HTTP {resp.status_code}")
+            return HookResult(False, f"{url}: {type(exc).__name__}: {exc}"[:300])
+        if resp.is_success:
+            return HookResult(True, f"{url}: HTTP {resp.status_code}")
+        # the server's own words: the first line of its body
+        body = (resp.text.strip().splitlines() or [""])[0][:200]
+        return HookResult(False, f"{url}: HTTP {resp.status_code} {resp.reason_phrase}"
+                          + (f": {body}" if body else ""))
     hook.__name__ = f"http:{url}"
     return hook

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from lwsflow.controller.rollout.report import RolloutReport
 
 SUCCEEDED, ROLLED_BACK, FAILED, ABORTED, PAUSED = "succeeded", "rolled-back", "failed", "aborted", "paused"
+# paused because a stage's analysis decided nothing (``onInconclusive: pause``): a person decides
+PAUSED_INCONCLUSIVE = "paused-inconclusive"
+INCONCLUSIVE_REASON = "AnalysisInconclusive"  # the Event's reason, and how the paused state's reason begins
+# the CLI's exit code for it: neither done (0) nor failed (1), and not bad input (2)
+EXIT_INCONCLUSIVE = 3
 
 
 @dataclass
@@ -19,6 +24,8 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
+        if self.result == PAUSED_INCONCLUSIVE:
+            return EXIT_INCONCLUSIVE
         return 0 if self.result == SUCCEEDED else 1
 
 

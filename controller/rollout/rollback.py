@@ -67,6 +67,9 @@ class Rollback:
                                      "stage_log")
             if cst.phase == state.ROLLING_BACK:
                 keys = ("phase", "paused", "abort")  # a resumed rollback keeps its start and reason
+            elif chash == st.target_hash and chash != st.previous_hash:
+                ann.failed_template = state.pack(state.template_of(cur))  # what a retry re-applies
+                keys = (*keys, "failed_template")
             patch: Obj = {"metadata": {"annotations": ann.annotations(keys)},
                           "spec": merge_diff(state.template_of(cur), prev)}
             return deep_merge(patch, zero) if zero else patch

@@ -18,7 +18,7 @@ from lwsflow.controller.clock import Clock, ClusterClock, WallClock
 from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
-from lwsflow.controller.rollout import capacity, gate, state
+from lwsflow.controller.rollout import capacity, gate, quota, state
 from lwsflow.controller.rollout.ds import DsKind, ds_rollout, refuse_pause
 from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
 from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
@@ -163,18 +163,85 @@ def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | N
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
 
+def _quota_check(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], on_shortage: str,
+                 log: Callable[[str], None]) -> dict[str, Obj]:
+    """Kueue's quota for the surge groups of the objects whose LWS (or DS roles) carry the queue label
+    (rollout/quota.py): admitted -> unchanged; not -> refused, or with ``inPlace`` rolled with the surge
+    the quota admits (none: in place, maxUnavailable at least 1)."""
+    needs: dict[str, list[tuple[str, quota.SurgeNeed]]] = {}  # queue -> (object key, need)
+    for key, obj in objs.items():
+        if kind == "ds":
+            roles = {r["name"]: r for r in (obj.get("spec") or {}).get("roles") or []}
+            for need in quota.ds_surge(obj):
+                q = quota.queue_of(roles[need.role])
+                if q is not None and need.groups and need.gpus_per_group:
+                    needs.setdefault(q, []).append((key, need))
+            continue
+        q = quota.queue_of(obj)
+        if q is None or capacity.gpus_requested(obj) == 0:
+            continue
+        name = obj["metadata"]["name"]
+        pods, _ = kube.list(POD, namespace, label_selector=f"{L.NAME}={name}")
+        present = len(capacity.lws_plan(obj, pods, namespace=namespace).surge_present)
+        need = quota.lws_surge(obj, present, key)
+        if need.groups:
+            needs.setdefault(q, []).append((key, need))
+    out = dict(objs)
+    for q, items in needs.items():
+        rep = quota.admit(quota.read_queue(kube, namespace, q, "metadata.labels"), [n for _k, n in items])
+        if rep.fits:
+            log(f"quota: {rep.message}")
+            continue
+        if on_shortage != "inPlace":
+            short = next(n for _k, n in items if rep.admitted[n.role] < n.groups)
+            raise InvalidInput(
+                f"{rep.message}: Kueue would hold the surge groups' pods gated and the rollout would stall; "
+                f"lower maxSurge{f' of role {short.role}' if short.role else ''} to "
+                f"{rep.admitted[short.role]}, free quota in ClusterQueue {rep.queue.cluster_queue}, or roll "
+                "within the quota (--on-quota-shortage inPlace; a RolloutPolicy's quota.onShortage: inPlace)",
+                field="maxSurge")
+        for key, n in items:
+            obj = out[key]
+            if kind == "ds":
+                role = next(r for r in obj["spec"]["roles"] if r["name"] == n.role)
+                b = capacity.role_budget(role)
+                out[key] = capacity.ds_with_budgets(obj, {n.role: _within(b, rep.admitted[n.role])})
+            else:
+                b = capacity.Budget(gate.max_surge(obj), gate.max_unavailable(obj))
+                out[key] = capacity.with_budget(obj, _within(b, rep.admitted[n.role]))
+        log(f"quota: {rep.message}; onShortage inPlace: rolling with the surge the quota admits")
+    return out
+
+
+def _within(b: capacity.Budget, admitted: int) -> capacity.Budget:
+    """``b`` with no more surge than the quota admits (none: one group down at a time, at least)."""
+    surge = min(b.max_surge, admitted)
+    return capacity.Budget(surge, b.max_unavailable if surge else max(1, b.max_unavailable))
+
+
 def capacity_preflight(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], *, auto_budget: bool,
                        log: Callable[[str], None] = lambda _m: None,
-                       skip_gpu_free: bool = False) -> dict[str, Obj]:
+                       skip_gpu_free: bool = False, live: dict[str, Obj] | None = None,
+                       on_quota_shortage: str = "refuse") -> dict[str, Obj]:
     """The capacity check before a fresh rollout, one path for ``lwsflow rollout`` and the in-cluster
     controller: per object (``objs``: {"": obj}, or a pair's {role: obj}), those with no rollout in
-    progress are checked against the node pool; returns the objects to roll (with ``auto_budget``'s
-    choice where it changed the budget), or raises InvalidInput naming what does not fit.
+    progress are checked against Kueue's quota when they carry its queue label (``on_quota_shortage``:
+    ``refuse`` or ``inPlace``, rollout/quota.py), then against the node pool; returns the objects to roll
+    (with the quota's or ``auto_budget``'s choice where it changed the budget), or raises InvalidInput
+    naming what does not fit. ``live``: the objects as they run, when ``objs`` are a manifest's: a
+    template change Kueue's webhook would refuse on a queue-managed LWS is refused first.
     ``skip_gpu_free``: a template that asks for no GPUs cannot be refused, so it is not checked (the
     controller, starting many rollouts at once, then sends no LIST of the cluster's nodes and pods)."""
+    quota.check_on_shortage(on_quota_shortage)
+    fresh = {role: obj for role, obj in objs.items() if not state.RolloutState.from_object(obj).active}
+    if kind != "ds":
+        for role, obj in fresh.items():
+            if live is not None and role in live:
+                quota.refuse_immutable(live[role], obj, role)
+    objs = {**objs, **_quota_check(kube, kind, namespace, fresh, on_quota_shortage, log)}
     out: dict[str, Obj] = {}
     for role, obj in objs.items():
-        if state.RolloutState.from_object(obj).active:  # resumed: its capacity was checked at its start
+        if role not in fresh:  # resumed: its capacity was checked at its start
             out[role] = obj
             continue
         if skip_gpu_free and capacity.gpus_requested(obj) == 0:
@@ -214,9 +281,11 @@ def check_strategy(strategy: str, target: Target) -> None:
 def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         manifest: str | Path | None = None, auto_budget: bool = False,
         on_step: Callable[[str], None] | None = None, log: Callable[[str], None] = lambda _m: None,
-        strategy: str = "partition", weights: list[int] | None = None) -> Outcome:
+        strategy: str = "partition", weights: list[int] | None = None,
+        on_quota_shortage: str = "refuse") -> Outcome:
     """Roll ``target`` out (or resume its rollout) and return the outcome."""
     check_strategy(strategy, target)
+    quota.check_on_shortage(on_quota_shortage)
     kube = kube.view()  # this rollout's own request counter: its report counts its requests only
     docs = load_manifests(manifest, target) if manifest else {}
     if strategy != "blue-green":
@@ -246,7 +315,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         if not switched:
             current = {r: docs.get(r) or live[r] for r in ROLES}
             checked = capacity_preflight(kube, "pair", target.namespace, current, auto_budget=auto_budget,
-                                         log=log)
+                                         log=log, live=live, on_quota_shortage=on_quota_shortage)
             docs.update({r: o for r, o in checked.items() if o is not current[r]})
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
@@ -262,11 +331,12 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
     if not switched and not state.RolloutState.from_object(live).active:
         current = doc or live
         checked = capacity_preflight(kube, target.kind, target.namespace, {"": current},
-                                     auto_budget=auto_budget, log=log)[""]
+                                     auto_budget=auto_budget, log=log, live={"": live},
+                                     on_quota_shortage=on_quota_shortage)[""]
         if checked is not current:
             if doc is None:  # GitOps: the budget has to change on the live object (and in Git)
                 kube.merge_patch(target.resource, target.namespace, target.name,
-                                 _budget_patch(live, checked, ds), field_manager=L.FIELD_MANAGER)
+                                 budget_patch(live, checked, ds), field_manager=L.FIELD_MANAGER)
             else:
                 doc = checked
     return engine_for(target.kind)(kube, target.namespace, target.name, opts, clock,
@@ -293,8 +363,9 @@ def check_stages(stages: str, objs: list[Obj]) -> None:
     resolve_stages(stages, max(gate.replicas(o) for o in objs))
 
 
-def _budget_patch(live: Obj, checked: Obj, ds: bool) -> Obj:
-    """The merge patch that writes ``checked``'s --auto-budget choice onto the live object."""
+def budget_patch(live: Obj, checked: Obj, ds: bool) -> Obj:
+    """The merge patch that writes ``checked``'s budget (--auto-budget's or the quota's choice) onto the
+    live object."""
     if ds:  # roles is a list: the patch replaces it whole, so guard against a concurrent writer
         return {"metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
                 "spec": {"roles": checked["spec"]["roles"]}}

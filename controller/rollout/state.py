@@ -37,7 +37,8 @@ _KEYS = {  # attribute -> annotation suffix
     "deadline_s": "deadline-seconds", "started": "started", "updated": "updated",
     "reason": "reason", "paused": "paused", "abort": "abort", "stage_started": "stage-started",
     "no_rollback": "no-rollback", "last_good": "last-good-template", "manifest_hash": "manifest-hash",
-    "gitops": "gitops", "stage_log": "stage-log",
+    "gitops": "gitops", "stage_log": "stage-log", "failed_template": "failed-template",
+    "inconclusive": "inconclusive-stage", "accepted": "accepted-stage",
 }
 
 
@@ -120,6 +121,14 @@ class RolloutState:
     # when each stage started, passed its gate and ended, and the rollback (``stagelog``): the record
     # the pictures are drawn from, whoever drove the rollout
     stage_log: str = ""
+    # the template a rollback took off the target (gzip+base64): what a retry re-applies when the
+    # failed template is no longer on the target (the controller's `kubectl lwsflow retry`)
+    failed_template: str = ""
+    # the 1-based stage whose analysis ended without a decision and paused the rollout
+    # (``onInconclusive: pause``; 0: none), and the one a person then passed (promote): that stage's
+    # analysis is not run again
+    inconclusive: int = 0
+    accepted: int = 0
 
     @property
     def active(self) -> bool:

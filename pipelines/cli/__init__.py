@@ -13,20 +13,46 @@ import sys
 
 import typer as typer_mod
 
-from lwsflow.controller.errors import InvalidInput, LwsflowError
+from lwsflow.controller.errors import InvalidInput, LwsflowError, OperationFailed
 from lwsflow.pipelines.cli.app import app
 from lwsflow.pipelines.cli.output import one_line, print_error
 
 __all__ = ["entry", "main", "one_line"]
 
 # Each area owns one module; importing it registers its commands on `app`.
-_COMMAND_MODULES = ("validate", "plan", "gitops", "sim", "rollout", "smoke", "pipeline", "controller",
-                    "refcluster", "analysis", "report", "dashboard")
+_COMMAND_MODULES = ("validate", "plan", "gitops", "rollout", "smoke", "pipeline", "controller", "analysis",
+                    "report", "dashboard")
+# The commands that rehearse the product on the embedded or the reference cluster: they live in
+# lwsflow.rehearsal, which the controller image does not ship (docs/architecture.md).
+REHEARSAL_COMMANDS = ("demo", "engine-stub", "sim", "refcluster")
+_FULL_INSTALL = ("needs the full install (a clone of the repository, `make setup`): the embedded and "
+                 "reference clusters are not part of this one")
+_registered = False
 
 
 def _register() -> None:
+    global _registered
+    if _registered:  # main() runs more than once in one process (tests)
+        return
     for name in _COMMAND_MODULES:
         importlib.import_module(f"lwsflow.pipelines.cli.{name}")
+    try:
+        import lwsflow.rehearsal.cli  # noqa: F401  (registers REHEARSAL_COMMANDS)
+    except ModuleNotFoundError as exc:
+        if exc.name != "lwsflow.rehearsal":
+            raise
+        for command in REHEARSAL_COMMANDS:
+            _absent(command)
+    _registered = True
+
+
+def _absent(command: str) -> None:
+    """``lwsflow COMMAND ...`` where lwsflow.rehearsal is not installed: one line, exit 1."""
+
+    @app.command(command, help=f"(Not installed here: {_FULL_INSTALL}.)", add_help_option=False,
+                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def _needs_full_install() -> None:
+        raise OperationFailed(f"lwsflow {command} {_FULL_INSTALL}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,7 @@ def run(
     if not revision:
         raise InvalidInput("must not be empty", field="--revision")
     if window:
-        args["window"] = promql_duration(parse_duration(window, "--window", bare_seconds=True))
+        args["window"] = promql_duration(parse_duration(window, "--window"))
     if revision == "auto":
         found = _revisions_from_api(doc, kubeconfig, namespace, lws, stable_revision, prometheus)
         if found is None:

@@ -1,17 +1,22 @@
 """`lwsflow controller run`: the in-cluster rollout controller (reconciles RolloutPolicies).
 
     lwsflow controller run [--namespace NS | --all-namespaces] [--leader-elect]
-        [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:8080]
-        [--health-addr 127.0.0.1:8081] [--kubeconfig PATH] [--prometheus URL|local] [--cluster-clock]
+        [--lease-namespace NS] [--lease-duration 15s] [--metrics-addr 127.0.0.1:0]
+        [--health-addr 127.0.0.1:0] [--kubeconfig PATH] [--prometheus URL|local] [--cluster-clock]
         [--resync 5m] [--workers 4] [--kube-qps 200] [--kube-burst 400]
+
+The endpoints take free ports unless told (the first line printed names them), so a controller
+started beside another one, a dashboard or `sim serve` never fails on a taken port; the Deployment
+in overlays/controller names 8080 and 8081, which its probes and kube-rbac-proxy use.
 
 Time is the wall clock; ``--cluster-clock`` (the demo and the tests, against the embedded cluster)
 follows the embedded cluster's virtual clock instead (``GET /lwsflow/v1/clock``). Without it the
 controller never asks a cluster for that path.
 
 Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts, and every
-write is fenced on the renew deadline; a replica that loses the lease exits (its Deployment
-restarts it as a standby). ``/healthz`` fails while a reconcile makes no progress. The hidden
+write (the P/D probe's canaries and the webhook posts included) is fenced on the renew deadline; a
+replica that loses the lease exits (its Deployment restarts it as a standby). ``/healthz`` fails
+while a reconcile makes no progress or an informer thread has died. The hidden
 ``--engine legacy`` runs the previous list-everything loop (``bench/controller_scale.py``).
 """
 
@@ -61,10 +66,10 @@ def run(
     lease_name: Annotated[str, typer.Option(help="name of the Lease")] = "lwsflow-controller",
     lease_duration: Annotated[str, typer.Option(help="lease duration (renew deadline 2/3, retry 1/5)")]
     = "15s",
-    metrics_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /metrics (port 0: any)")]
-    = "127.0.0.1:8080",
-    health_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /healthz and /readyz")]
-    = "127.0.0.1:8081",
+    metrics_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /metrics (port 0: a free one, "
+                                              "printed)")] = "127.0.0.1:0",
+    health_addr: Annotated[str, typer.Option(help="127.0.0.1:PORT for /healthz and /readyz (port 0: a free "
+                                             "one, printed)")] = "127.0.0.1:0",
     kubeconfig: Annotated[str | None, typer.Option(help="default: $KUBECONFIG, else in-cluster")] = None,
     resync: Annotated[str, typer.Option(help="safety-net full reconcile this often (events drive the rest)")]
     = "5m",
@@ -78,7 +83,8 @@ def run(
                                                     "'local' to run one here that scrapes the watched pods")]
     = None,
     cluster_clock: Annotated[bool, typer.Option(
-        "--cluster-clock", help="follow the embedded cluster's virtual clock (demo and tests only)")]
+        "--cluster-clock", help="follow the embedded cluster's virtual clock (`lwsflow sim serve` only: "
+                                "bakes and deadlines then pass at its speed)")]
     = False,
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
@@ -123,11 +129,19 @@ def run(
     ctl = Controller(kube, clock, namespace=watched,
                      leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
                      analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
-                     pd_probe=_pd_probe(kube),
+                     pd_probe=_pd_probe(),
                      resync_s=resync_s, stop=stop, engine=engine, worker_count=workers)
-    mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
-    hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
-                                                         healthy=ctl.healthy).start()
+    try:  # a taken port is one line naming the flag, not a traceback
+        where = "metrics-addr"
+        mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
+        where = "health-addr"
+        hep = mep if hport == mport and mport else Endpoints(hport, metrics, ready=ctl.is_ready,
+                                                             healthy=ctl.healthy).start()
+    except OSError as exc:
+        if local is not None:
+            local.stop()
+        addr = metrics_addr if where == "metrics-addr" else health_addr
+        raise InvalidInput(f"cannot listen on {addr}: {exc.strerror or exc}", field=where) from None
     print(f"lwsflow controller {identity}: metrics http://127.0.0.1:{mep.port}/metrics, health "
           f"http://127.0.0.1:{hep.port}/healthz; watching "
           f"{'all namespaces' if ctl.namespace is None else ctl.namespace}"
@@ -173,27 +187,31 @@ def _analysis(kube: Kube, kubeconfig: str | None, prometheus_url: str | None,
     return factory
 
 
-def _pd_probe(kube: Kube) -> CompatProbe:
+def _pd_probe() -> CompatProbe:
     """The policies' cross-revision P/D probe (``pdProbe``): `lwsflow rollout --pd-probe`'s, from
-    components (controller/ must not import components)."""
+    components (controller/ must not import components). No connection of its own: the controller
+    hands it its own, fenced on leadership, for every probe (``Controller._fenced_probe``)."""
     from lwsflow.components.pd_probe import pd_probe
 
-    return pd_probe(kube)
+    return pd_probe()
 
 
 def _smoke(kubeconfig: str | None) -> SmokeFactory:
     """The smoke-check factory (components' smoke test; controller/ must not import components)."""
     def factory(check: SmokeCheck) -> Hook:
         from lwsflow.components.smoke.model import SmokeConfig
+        from lwsflow.components.smoke.report import failure_summary, pass_summary
         from lwsflow.components.smoke.runner import run_smoke
         from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
         def smoke(ctx: HookContext) -> HookResult:
-            kind = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds"}.get(ctx.kind, "lws")
+            # a pair policy's context is its pair (driver._of_pair), a blue-green stage's green's pair
+            # (ctx.name): both roles and the P/D hand-off, as `lwsflow rollout pair/NAME --smoke`
+            kind = {"LeaderWorkerSet": "lws", "DisaggregatedSet": "ds", "LeaderWorkerSetPair": "pair"}.get(
+                ctx.kind, "lws")
             rep = run_smoke(SmokeConfig(targets=[f"{kind}/{ctx.name}"], namespace=ctx.namespace,
                                         kubeconfig=kubeconfig, revision_only=True))
-            failed = ", ".join(f"{c.name}@{c.target}" for c in rep.failed())
-            return HookResult(rep.passed, "smoke passed" if rep.passed else f"smoke failed: {failed}")
+            return HookResult(rep.passed, pass_summary(rep) if rep.passed else failure_summary(rep))
         smoke.__name__ = "smoke"
         return smoke
     return factory

@@ -1,4 +1,5 @@
-"""Pipeline commands: ``pipeline compile|submit``, ``build-image`` and the end-to-end ``demo``.
+"""Pipeline commands: ``pipeline compile|submit`` and ``build-image`` (``demo`` is a rehearsal command:
+``lwsflow.rehearsal.cli.demo``).
 
 ``pipeline submit`` sends the compiled pipeline to a Kubeflow Pipelines endpoint (``--kfp-host`` or
 ``$KFP_HOST``) or creates the Argo ``WorkflowTemplate`` on an Argo Server (``--argo-host`` or
@@ -122,26 +123,3 @@ def build_image_cmd(
 
     built = build_image(context, image, containerfile=containerfile)
     print(json.dumps(built.to_dict(), indent=2))
-
-
-@app.command()
-def demo(
-    out: Annotated[Path, typer.Option("--out", help="artifacts folder")] = Path(".lwsflow/demo"),
-    models: Annotated[str, typer.Option("--models", help="comma-separated catalog models")] = "",
-    catalog: Annotated[Path | None, typer.Option("--catalog", help="catalog to deploy "
-                                                 "(default: the repository's examples/catalog.yaml)")] = None,
-    bad_release: Annotated[bool, typer.Option("--bad-release/--no-bad-release",
-                                              help="also run a release that never becomes ready")] = True,
-    speed: Annotated[float, typer.Option("--speed", help="virtual seconds per real second", min=1)] = 600.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v",
-                                          help="show the kfp runner's whole output")] = False,
-) -> None:
-    """The whole flow on this machine: embedded cluster, registry, git; deploy-model through kfp local."""
-    from lwsflow.controller.api.paths import repo_root
-    from lwsflow.pipelines.demo import run_demo
-
-    code = run_demo(out=out, catalog=catalog or repo_root() / "examples" / "catalog.yaml",
-                    models=[m.strip() for m in models.split(",") if m.strip()],
-                    bad_release=bad_release, speed=speed, verbose=verbose)
-    if code:
-        raise typer.Exit(code)

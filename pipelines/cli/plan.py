@@ -2,7 +2,8 @@
 
 People get a table (TP, PP, pods per group, GPUs per pod / replica / total, nodes, memory headroom,
 whether the pool has room for the replicas plus maxSurge); ``--json`` prints the same rows for
-machines. A bad or infeasible catalog is one line naming the field, exit code 2.
+machines. A bad or infeasible catalog is one line naming the field, exit code 2; so is a pool its
+models overcommit together, unless the pool sets ``allowOvercommit: true``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _COLUMNS = (
 def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
     """The whole plan: one flat row per model and role (catalog order) and the pools' node usage."""
     from lwsflow.components.catalog import load_catalog
-    from lwsflow.components.sizing import size_catalog
+    from lwsflow.components.sizing import check_pool_capacity, pool_usage, size_catalog
     from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     catalog = load_catalog(catalog_path)
@@ -35,6 +36,7 @@ def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
         catalog.environment(env)  # unknown environment -> InvalidInput naming --env
     with about_file(catalog_path):  # sizing errors name the field; say which file too
         sizings = size_catalog(catalog, env)
+        check_pool_capacity(catalog, sizings, env)  # an overcommitted pool is an error, as in `render`
     rows: list[dict[str, Any]] = []
     for ms in sizings:
         for rs in ms.roles.values():
@@ -42,10 +44,7 @@ def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
                                    "mode": ms.mode, "env": env}
             row.update(vars(rs))
             rows.append(row)
-    pools = []
-    for pool in catalog.nodePools:  # models are packed separately, so this is an upper bound
-        used = sum(r["nodes_total"] for r in rows if r["pool"] == pool.name)
-        pools.append({"pool": pool.name, "nodes": pool.nodes, "nodes_used": used, "fits": used <= pool.nodes})
+    pools = pool_usage(catalog, sizings)
     return {"catalog": str(catalog_path), "env": env, "roles": rows, "pools": pools}
 
 
@@ -82,6 +81,6 @@ def plan(
     for row in rows:
         console.print(f"  {row['model']}/{row['role']}: {row['reason']}", highlight=False)
     for p in pools:
-        verdict = "fits" if p["fits"] else "OVERCOMMITTED"
+        verdict = "fits" if p["fits"] else "OVERCOMMITTED, allowed by allowOvercommit"
         console.print(f"  pool {p['pool']}: all models together need {p['nodes_used']} of {p['nodes']} "
                       f"nodes ({verdict})", highlight=False)

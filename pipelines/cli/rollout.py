@@ -2,18 +2,22 @@
 
     lwsflow rollout run lws/NAME|pair/NAME|ds/NAME -n NS [--manifest FILE] [--stages 1,25%,50%,100%]
         [--bake 5m] [--deadline 30m] [--kubeconfig PATH] [--report FILE] [--no-rollback] [--retry]
-        [--auto-budget] [--smoke] [--hook CMD] [--probe URL] [--analysis SPEC --prometheus URL|local]
+        [--auto-budget] [--on-quota-shortage refuse|inPlace] [--smoke] [--hook CMD] [--probe URL]
+        [--analysis SPEC --prometheus URL|local [--on-inconclusive pause|rollback]]
         [--pd-probe [--on-incompatible refuse|all-at-once]]
         [--strategy partition|blue-green] [--weights 10,50,100]
     lwsflow rollout pause|status TARGET -n NS
     lwsflow rollout resume TARGET -n NS [--report FILE] [--smoke] [--hook CMD] [--probe URL]
         [--analysis SPEC --prometheus URL|local]
+    lwsflow rollout promote TARGET -n NS [the options of resume]
     lwsflow rollout abort TARGET -n NS [--report FILE]
 
 ``lwsflow rollout TARGET ...`` (no subcommand) is ``rollout run TARGET ...``. Every subcommand checks
 all of its arguments before its first request that writes.
 
-Exit codes: 0 rolled out, 1 rolled back / failed / paused / aborted, 2 bad input.
+Exit codes: 0 rolled out, 1 rolled back / failed / paused / aborted, 2 bad input, 3 paused because a
+stage's analysis decided nothing (``onInconclusive: pause``, the default): ``promote`` passes that stage
+and continues, ``abort`` rolls back, ``resume`` measures again.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
     from lwsflow.controller.rollout.hooks import Hook
     from lwsflow.controller.rollout.session import Target
 
-ACTIONS = ("run", "pause", "resume", "abort", "status")
+ACTIONS = ("run", "pause", "resume", "promote", "abort", "status")
 _HELP = ("-h", "--help")
 
 
@@ -84,6 +88,9 @@ Analysis = Annotated[str | None, typer.Option(help="analysis spec (file or vllm/
                                               "each stage")]
 PrometheusOpt = Annotated[str | None, typer.Option("--prometheus", help="Prometheus URL for --analysis, or "
                                                    "'local' to run one here (scripts/setup installs it)")]
+OnInconclusive = Annotated[str | None, typer.Option(
+    "--on-inconclusive", help="when a stage's analysis decides nothing (too little traffic): pause for "
+    "`promote` / `abort` (exit 3) or rollback [default: the spec's onInconclusive, pause]")]
 # Only `run` takes a manifest; the others accept the option hidden, to refuse it by name (exit 2)
 # instead of click's generic "no such option" or, as before, silently ignoring it.
 NoManifest = Annotated[str | None, typer.Option("--manifest", hidden=True)]
@@ -104,11 +111,16 @@ def run(
     auto_budget: Annotated[bool, typer.Option("--auto-budget",
                                               help="if the plan does not fit the GPUs: the "
                                               "first smaller budget that does")] = False,
+    on_quota_shortage: Annotated[str, typer.Option(
+        "--on-quota-shortage", help="an LWS with Kueue's queue label whose surge groups its ClusterQueue "
+        "cannot admit: refuse, or inPlace (roll with the surge the quota admits, none at worst)")]
+    = "refuse",
     smoke: Smoke = False,
     hook: Hooks = None,
     probe: Probes = None,
     analysis: Analysis = None,
     prometheus: PrometheusOpt = None,
+    on_inconclusive: OnInconclusive = None,
     pd_probe: Annotated[bool, typer.Option("--pd-probe", help="pair/ds: before revisions mix, hand KV off "
                                            "new prefill -> old decode and the reverse (a canary group per "
                                            "role)")] = False,
@@ -135,19 +147,21 @@ def run(
     from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.rollout.engine import RolloutOptions
+    from lwsflow.controller.rollout.quota import check_on_shortage
     from lwsflow.controller.rollout.stages import parse_stage_spec
 
     tgt = _target("run", target, namespace)
+    check_on_shortage(on_quota_shortage)
     weight_list = _strategy(tgt, strategy, weights, stages, auto_budget, manifest)
     parse_stage_spec(stages)
-    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake", bare_seconds=True),
-                          deadline_s=parse_duration(deadline, "deadline", bare_seconds=True),
+    opts = RolloutOptions(stages=stages, bake_s=parse_duration(bake, "bake"),
+                          deadline_s=parse_duration(deadline, "deadline"),
                           no_rollback=no_rollback,
                           retry=retry)
     if opts.deadline_s <= 0:
         raise InvalidInput("must be greater than 0", field="deadline")
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
-    spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
+    spec = _analysis_spec(analysis, prometheus, on_inconclusive)  # validated before anything is written
     _check_load(load, load_url, tgt, strategy)
     _pd_probe_options(opts, tgt, manifest, pd_probe, on_incompatible)
     kube, clock = _connect(kubeconfig)
@@ -157,7 +171,7 @@ def run(
         opts.pd_probe = make_probe(kube)
     with _load(load, load_url, kube, tgt), _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
         return _roll(kube, clock, tgt, opts, report, manifest=manifest, auto_budget=auto_budget,
-                     strategy=strategy, weights=weight_list)
+                     strategy=strategy, weights=weight_list, on_quota_shortage=on_quota_shortage)
 
 
 def _check_load(load: float | None, url: str | None, tgt: Target, strategy: str) -> None:
@@ -268,7 +282,7 @@ def _strategy(tgt: Target, strategy: str, weights: str | None, stages: str, auto
     return parse_weights(weights or DEFAULT_WEIGHTS)
 
 
-def _analysis_spec(path: str | None, prometheus: str | None) -> Any:
+def _analysis_spec(path: str | None, prometheus: str | None, on_inconclusive: str | None = None) -> Any:
     from pathlib import Path
 
     from lwsflow.controller.analysis.spec import load_spec
@@ -277,8 +291,14 @@ def _analysis_spec(path: str | None, prometheus: str | None) -> Any:
     if path is None:
         if prometheus:
             raise InvalidInput("only used with --analysis", field="--prometheus")
+        if on_inconclusive is not None:
+            raise InvalidInput("only used with --analysis", field="--on-inconclusive")
         return None
+    if on_inconclusive not in (None, "pause", "rollback"):
+        raise InvalidInput(f"must be pause or rollback (got {on_inconclusive!r})", field="--on-inconclusive")
     spec = load_spec(Path(path))
+    if on_inconclusive is not None:
+        spec = spec.model_copy(update={"on_inconclusive": on_inconclusive})
     if not prometheus and any(m.provider.prometheus and not m.provider.prometheus.address
                               for m in spec.metrics):
         raise InvalidInput("the analysis has prometheus metrics; give --prometheus URL or 'local'",
@@ -305,21 +325,53 @@ def pause(target: Target_ = None, namespace: Namespace = "default", kubeconfig: 
 def resume(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
            report: Report = None, smoke: Smoke = False, hook: Hooks = None, probe: Probes = None,
            manifest: NoManifest = None, analysis: Analysis = None, prometheus: PrometheusOpt = None) -> int:
-    """Continue a paused rollout with the stages, bake and deadline it was started with.
+    """Continue a paused rollout with the stages, bake and deadline it was started with (a stage
+    paused by an inconclusive analysis is measured again; `promote` passes it instead).
 
     The checks are not remembered (they may name local files): give --smoke, --hook, --probe and
     --analysis again, as with `run`.
     """
-    from lwsflow.controller.rollout import session
+    return _continue("resume", target, namespace, kubeconfig, report, smoke, hook, probe, manifest,
+                     analysis, prometheus)
+
+
+@rollout_app.command("promote")
+def promote(target: Target_ = None, namespace: Namespace = "default", kubeconfig: Kubeconfig = None,
+            report: Report = None, smoke: Smoke = False, hook: Hooks = None, probe: Probes = None,
+            manifest: NoManifest = None, analysis: Analysis = None, prometheus: PrometheusOpt = None) -> int:
+    """Pass the stage a rollout is paused at because its analysis decided nothing (exit 3 of `run`),
+    without measuring it again, and continue the rollout as `resume` does (same options)."""
+    return _continue("promote", target, namespace, kubeconfig, report, smoke, hook, probe, manifest,
+                     analysis, prometheus)
+
+
+def _continue(action: str, target: str | None, namespace: str, kubeconfig: str | None, report: str | None,
+              smoke: bool, hook: list[str] | None, probe: list[str] | None, manifest: str | None,
+              analysis: str | None, prometheus: str | None) -> int:
+    """resume (lift the pause) or promote (accept the inconclusive stage), then roll on."""
+    from lwsflow.controller.errors import InvalidInput
+    from lwsflow.controller.policy import gates
+    from lwsflow.controller.rollout import session, state
     from lwsflow.controller.rollout.engine import RolloutOptions
 
-    tgt = _target("resume", target, namespace, manifest)
+    tgt = _target(action, target, namespace, manifest)
     opts = RolloutOptions()
     _add_hooks(opts, tgt, kubeconfig, smoke, hook, probe)
     spec = _analysis_spec(analysis, prometheus)  # validated before anything is written
     kube, clock = _connect(kubeconfig)
     opts = session.options_from_state(kube, tgt, opts)  # refuses before writing when none is active
-    session.set_flags(kube, clock.now(), tgt, paused=False)
+    if action == "promote":
+        res, obj = session._objects(kube, tgt)[0]
+        st = state.RolloutState.from_object(obj)
+        if tgt.kind == "pair" or gates.inconclusive_at(st) is None:
+            raise InvalidInput(f"{tgt}: not paused by an inconclusive analysis (phase {st.phase}"
+                               f"{', paused' if st.paused else ''}); `resume` continues a pause",
+                               field="target")
+        kube.merge_patch(res, tgt.namespace, obj["metadata"]["name"],
+                         gates.accept_patch(obj, st, clock.now()))
+        print(f"{tgt}: stage {st.passed + 1} passed despite an inconclusive analysis", flush=True)
+    else:
+        session.set_flags(kube, clock.now(), tgt, paused=False)
     with _analysis(spec, prometheus, kube, kubeconfig, tgt, opts):
         return _roll(kube, clock, tgt, opts, report)
 
@@ -384,24 +436,31 @@ def _connect(kubeconfig: str | None) -> tuple[Kube, Any]:
 
 def _roll(kube: Kube, clock: Any, target: Target, opts: RolloutOptions, report: str | None, *,
           manifest: str | None = None, auto_budget: bool = False, strategy: str = "partition",
-          weights: list[int] | None = None) -> int:
+          weights: list[int] | None = None, on_quota_shortage: str = "refuse") -> int:
     from lwsflow.controller.rollout import session
+    from lwsflow.controller.rollout.outcome import EXIT_INCONCLUSIVE
 
     out = _Output()
     try:
         outcome = session.run(kube, clock, target, opts, manifest=manifest, auto_budget=auto_budget,
-                              on_step=out.step, log=out.line, strategy=strategy, weights=weights)
+                              on_step=out.step, log=out.line, strategy=strategy, weights=weights,
+                              on_quota_shortage=on_quota_shortage)
     finally:
         out.close()
     if report:
         outcome.report.write(report)
     out.line(f"{target}: {outcome.result}: {outcome.message}")
+    if outcome.exit_code == EXIT_INCONCLUSIVE:
+        out.line(f"{target}: decide: `lwsflow rollout promote {target}` passes the stage, `lwsflow rollout "
+                 f"abort {target}` rolls it back, `lwsflow rollout resume {target}` measures again "
+                 f"(exit {EXIT_INCONCLUSIVE}: paused, the analysis decided nothing)")
     return outcome.exit_code
 
 
 def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
     """The smoke test as a stage hook (lwsflow.components.smoke), so controller/ never imports components/."""
     from lwsflow.components.smoke.model import SmokeConfig
+    from lwsflow.components.smoke.report import failure_summary
     from lwsflow.components.smoke.runner import run_smoke
     from lwsflow.controller.rollout.hooks import HookContext, HookResult
 
@@ -410,8 +469,7 @@ def _smoke_hook(target: Target, kubeconfig: str | None) -> Hook:
         name = ctx.name if ctx.compare else target.name
         rep = run_smoke(SmokeConfig(targets=[f"{target.kind}/{name}"], namespace=ctx.namespace,
                                     kubeconfig=kubeconfig, revision_only=True))
-        failed = ", ".join(f"{c.name}@{c.target}" for c in rep.failed())
-        return HookResult(rep.passed, "smoke passed" if rep.passed else f"smoke failed: {failed}")
+        return HookResult(rep.passed, "smoke passed" if rep.passed else failure_summary(rep))
     return smoke
 
 

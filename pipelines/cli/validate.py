@@ -49,7 +49,29 @@ def check_document(doc: Any, index: int) -> tuple[str, list[str]] | None:
         return label, [f"apiVersion: unsupported apiVersion {doc.get('apiVersion')!r} for {doc.get('kind')}"]
     problems = [str(e) for e in validate_object(doc)]
     problems += [f"{p}: unknown field (the API server would drop it)" for p in unknown_fields(doc)]
+    problems += [f"{p}: Required value: no container, so every pod of it is refused (the API server admits "
+                 "the object, its StatefulSet reports FailedCreate and no group ever starts)"
+                 for p in _no_containers(doc)]
     return label, problems
+
+
+def _no_containers(doc: dict[str, Any]) -> list[str]:
+    """Pod templates with ``containers: []``: the CRD schema and the webhook let them through (so
+    ``validate_object``, which admission shares, does too), but the API server refuses every pod."""
+    spec: dict[str, Any] = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
+    bases: list[tuple[str, Any]] = [("spec", spec)]
+    if doc.get("kind") == "DisaggregatedSet":
+        roles = spec["roles"] if isinstance(spec.get("roles"), list) else []
+        bases = [(f"spec.roles[{i}].spec", r.get("spec")) for i, r in enumerate(roles) if isinstance(r, dict)]
+    out = []
+    for base, role_spec in bases:
+        lwt = role_spec.get("leaderWorkerTemplate") if isinstance(role_spec, dict) else None
+        for tname in ("leaderTemplate", "workerTemplate"):
+            tpl = lwt.get(tname) if isinstance(lwt, dict) else None
+            pod = tpl.get("spec") if isinstance(tpl, dict) else None
+            if isinstance(pod, dict) and pod.get("containers") == []:
+                out.append(f"{base}.leaderWorkerTemplate.{tname}.spec.containers")
+    return out
 
 
 def validate_paths(paths: list[Path]) -> tuple[list[str], list[str], int]:

@@ -11,6 +11,7 @@ import jinja2
 from markupsafe import Markup
 
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.rollout.outcome import INCONCLUSIVE_REASON
 from lwsflow.pipelines.dashboard import charts, views
 from lwsflow.pipelines.dashboard.cache import Cache
 from lwsflow.pipelines.policy_actions import ACTIONS
@@ -29,6 +30,21 @@ CONFIRM = {"promote": "Pass the manual gate of {p}: start stage {n}?",
            "pause": "Pause the rollout of {p}?", "resume": "Resume the rollout of {p}?",
            "abort": "Abort the rollout of {p} and roll back to the stable revision?",
            "retry": "Roll out again the release whose rollout of {p} failed?"}
+CONFIRM_INCONCLUSIVE = "Pass stage {n} of {p} although its analysis decided nothing (too little traffic)?"
+
+
+# what an empty overview shows: the smallest policy to start from (tests/dashboard check it is valid)
+EXAMPLE = """apiVersion: lwsflow.io/v1alpha1
+kind: RolloutPolicy
+metadata:
+  name: my-model
+spec:
+  targetRef: {kind: LeaderWorkerSet, name: my-model}
+  stages:
+  - groups: 1
+    bake: 5m
+  - groups: 100%
+"""
 
 
 class NotShown(Exception):
@@ -53,7 +69,8 @@ class Renderer:
         self.cache.wait_synced("rolloutpolicies", 10.0)
         rows = views.overview(self.cache, self.now())
         return self._render("_overview.html", rows=rows, errors=self.cache.errors,
-                            synced="rolloutpolicies" in self.cache.synced)
+                            synced="rolloutpolicies" in self.cache.synced, example=EXAMPLE,
+                            scope=self.title, ns=self.cache.namespace or "default")
 
     def overview_page(self) -> str:
         return self._render("overview.html", fragment=Markup(self.overview_fragment()))
@@ -75,13 +92,19 @@ class Renderer:
         analysis, metrics = charts.analysis(p)
         phase = s.get("phase") or "Idle"
         cur = int(s.get("currentStage") or 0)
-        buttons = [{"action": a, "enabled": phase in ENABLED[a],
-                    "confirm": CONFIRM[a].format(p=f"{ns}/{name}", n=cur)} for a in ACTIONS]
+        # paused because a stage's analysis decided nothing: promote passes that stage
+        held = phase == "Paused" and any(c.get("reason") == INCONCLUSIVE_REASON
+                                         for c in s.get("conditions") or [])
+        buttons = [{"action": a, "enabled": phase in ENABLED[a] or (held and a == "promote"),
+                    "confirm": (CONFIRM_INCONCLUSIVE if held and a == "promote" else CONFIRM[a]).format(
+                        p=f"{ns}/{name}", n=cur)} for a in ACTIONS]
         ref = spec.get("targetRef") or {}
         return self._render(
             "_rollout.html", ns=ns, name=name, p=p, s=s, spec=spec, phase=phase,
             target=f"{ref.get('kind', '?')}/{ref.get('name', '?')}", stages=views.timeline(p), rows=rows,
-            skew=views.skew(rows), analysis=analysis, metrics=metrics, pd_probe=s.get("pdProbe"),
+            skew=views.skew(rows), problem=views.problem(p), revs=views.policy_revisions(p),
+            stable=s.get("stableRevision") or "",
+            analysis=analysis, metrics=metrics, pd_probe=s.get("pdProbe"),
             events=views.events(self.cache, p, rows), buttons=buttons, bg=s.get("blueGreen"),
             weights=Markup(charts.weights_chart(self.cache.weights.get((ns, name), []))),
             charts={m.name: Markup(m.svg) for m in metrics}, errors=self.cache.errors,

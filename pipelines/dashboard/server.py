@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from lwsflow.controller.errors import ApiError, InvalidInput, LwsflowError
+from lwsflow.controller.errors import ApiError, InvalidInput, LwsflowError, OperationFailed
 from lwsflow.pipelines.dashboard import pages
 from lwsflow.pipelines.dashboard.cache import Cache
 
@@ -197,8 +197,8 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
                 said, status, kind = str(exc), 404, "error"
             except ApiError as exc:  # the cluster said no: 403 Forbidden, 409 Conflict, ...
                 said, status, kind = str(exc), exc.status, "error"
-            except InvalidInput as exc:  # e.g. promote while no gate holds the rollout
-                said, status, kind = str(exc), 409, "error"
+            except (InvalidInput, OperationFailed) as exc:  # e.g. promote while no gate holds the
+                said, status, kind = str(exc), 409, "error"  # rollout; a retry that cannot restart it
             except LwsflowError as exc:
                 said, status, kind = str(exc), 500, "error"
             self._send(status, dash.renderer.action_result(action, said, kind, status))

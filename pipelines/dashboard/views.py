@@ -59,23 +59,72 @@ class Row:
     canary: str
     age: str
     message: str
+    problem: str = ""  # what makes the policy unable to roll anything out ("" none): marked on the row
+
+
+def problem(policy: Obj) -> str:
+    """Why a policy cannot roll anything out, in a few words ("" when nothing stops it): its target
+    is missing or owned by an older policy, its spec is invalid, or its rollout was refused."""
+    s = policy.get("status") or {}
+    conds = s.get("conditions") or []
+    if any(c.get("type") == "TargetFound" and c.get("status") == "False" for c in conds):
+        return "target missing"
+    reasons = {c.get("reason") for c in conds if c.get("status") == "False"}
+    if "TargetOwned" in reasons:
+        return "target owned by another policy"
+    if "Refused" in reasons:
+        return "rollout refused"
+    # Failed with no rollout (or in the controller's words for a spec it cannot read, which keep an
+    # earlier rollout's id): the spec itself is wrong
+    message = str(s.get("message") or "")
+    if s.get("phase") == "Failed" and (not s.get("rolloutId") or message.startswith("spec")):
+        return "invalid spec"
+    return ""
+
+
+def _ended(policy: Obj) -> dict[int, str]:
+    """Stage number (1-based) -> "passed" or "failed" in the policy's last rollout, from its history
+    (the target's stage log, copied when the rollout ended)."""
+    s = policy.get("status") or {}
+    rec = next((h for h in reversed(s.get("history") or []) if h.get("id") == s.get("rolloutId")), None)
+    out: dict[int, str] = {}
+    for e in (rec or {}).get("stages") or []:
+        n, result = e.get("stage"), e.get("result")
+        if isinstance(n, int) and result in ("passed", "failed") and out.get(n) != "failed":
+            out[n] = result  # a pair's roles: one failed role fails the stage
+    return out
+
+
+def stage_text(policy: Obj) -> str:
+    """The overview's stage column: "2 of 3" while it runs, "3 of 3" once it succeeded, "failed at 2
+    of 3" after a failed stage, "- of 3" otherwise."""
+    spec, s = policy.get("spec") or {}, policy.get("status") or {}
+    stages = int(s.get("stages") or len(spec.get("stages") or []))
+    cur = int(s.get("currentStage") or 0)
+    if cur:
+        return f"{cur} of {stages}"
+    if s.get("phase") == "Succeeded":
+        return f"{stages} of {stages}"
+    failed = [n for n, r in _ended(policy).items() if r == "failed"] if s.get("phase") in FINAL_BAD else []
+    return f"failed at {min(failed)} of {stages}" if failed else f"- of {stages}"
 
 
 def overview(cache: Cache, now: float) -> list[Row]:
-    """Every policy in scope, failed and paused ones first, then by namespace and name."""
+    """Every policy in scope, broken and failed ones first, then paused ones, then by namespace and
+    name."""
     rows = []
     for p in cache.items("rolloutpolicies"):
         spec, s, meta = p.get("spec") or {}, p.get("status") or {}, p["metadata"]
         ref = spec.get("targetRef") or {}
-        stages = int(s.get("stages") or len(spec.get("stages") or []))
-        cur = int(s.get("currentStage") or 0)
         rows.append(Row(meta.get("namespace", ""), meta["name"],
                         f"{ref.get('kind', '?')}/{ref.get('name', '?')}",
                         spec.get("strategy", "partition"), s.get("phase") or "Idle",
-                        f"{cur} of {stages}" if cur else f"- of {stages}", short(s.get("stableRevision")),
+                        stage_text(p), short(s.get("stableRevision")),
                         short(s.get("canaryRevision")), age(meta.get("creationTimestamp"), now),
-                        s.get("message") or ""))
-    rows.sort(key=lambda r: (_RANK.get(r.phase, 9), r.namespace, r.name))
+                        s.get("message") or "", problem(p)))
+    # a policy that cannot roll anything out ranks beside an aborted one: after what just failed
+    rows.sort(key=lambda r: (min(_RANK.get(r.phase, 9), 2.5) if r.problem else _RANK.get(r.phase, 9),
+                         r.namespace, r.name))
     return rows
 
 
@@ -97,6 +146,7 @@ def timeline(policy: Obj) -> list[StageView]:
     a = s.get("analysis") or {}
     verdicts = {int(v.get("stage") or 0): v.get("phase", "") for v in a.get("verdicts") or []} \
         if a.get("rolloutId") == s.get("rolloutId") else {}
+    ended = _ended(policy) if phase in FINAL_BAD else {}
     out = []
     for k, st in enumerate(spec.get("stages") or []):
         n = k + 1
@@ -105,8 +155,10 @@ def timeline(policy: Obj) -> list[StageView]:
         elif phase in ("Progressing", "Paused", "WaitingForPromotion") and cur:
             state = "passed" if n < cur else ("gated" if n == cur and phase == "WaitingForPromotion"
                                               else "current" if n == cur else "planned")
-        elif phase in FINAL_BAD and verdicts.get(n) == "Failed":
+        elif phase in FINAL_BAD and (verdicts.get(n) == "Failed" or ended.get(n) == "failed"):
             state = "failed"
+        elif phase in FINAL_BAD and ended.get(n) == "passed":
+            state = "passed"  # passed before a later stage failed (the rollback undid it)
         else:
             state = "planned"
         groups = st.get("groups")
@@ -216,6 +268,16 @@ def role_row(cache: Cache, role: str, lws: Obj) -> RoleRow:
     cells = [groups[i] for i in sorted(groups)]
     return RoleRow(role, name, replicas, int(ruc.get("partition") or 0), sum(g.new for g in cells),
                    sum(g.ready for g in cells), cells)
+
+
+def policy_revisions(policy: Obj) -> dict[bool, str]:
+    """The policy's template hash (stable or canary, as the page's header names them) of a group on
+    the LWS's current revision (True) and of one still on the other (False): a group cell names its
+    revision as the header does, not by the pods' template-revision-hash ("" where not known)."""
+    s = policy.get("status") or {}
+    current, stable = s.get("observedTemplateHash") or "", s.get("stableRevision") or ""
+    other = stable if current != stable else (s.get("canaryRevision") or "")
+    return {True: current, False: other}
 
 
 def skew(rows: list[RoleRow]) -> str:

@@ -1,7 +1,7 @@
 """The rollout pictures, drawn from what the cluster recorded (``records``): ``stages.png`` (one bar per
 stage, gate wait against bake and checks, rollbacks) and ``timeline.png`` (per rollout: groups and GPUs
-on the new revision, labelled events). Used by ``lwsflow report``, ``lwsflow demo`` and the dashboard
-(``png``: the bytes, nothing written)."""
+on the new revision, labelled events), each drawn from ``model`` (what is drawn, as plain data). Used by
+``lwsflow report``, ``lwsflow demo`` and the dashboard (``png``: the bytes, nothing written)."""
 
 from __future__ import annotations
 

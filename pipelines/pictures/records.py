@@ -9,7 +9,10 @@ Three sources, most detailed first, so the pictures never depend on who drove a 
    ``RolledBack``): a rollout made by a controller that kept no stage log; they have no gate time,
    so its stages are drawn without the wait/bake split.
 
-Events also give every trace its markers (the timeline picture labels them where they happened).
+Events also give every trace its markers (the timeline picture labels them where they happened). An
+Event belongs to the rollout its ``rollout.lwsflow.io/id`` annotation names (``kube/events.py``), else
+the one its message names, else the one before it on the same object; only the targets' own Events
+count (the in-cluster controller repeats some on the RolloutPolicy: they would be drawn twice).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.events import ROLLOUT_ID
 from lwsflow.controller.kube.resources import DS, EVENT, LWS, ROLLOUT_POLICY, Resource
 from lwsflow.controller.policy import timings
 from lwsflow.controller.rollout import state
@@ -66,6 +70,7 @@ class Trace:
     replicas: int = 0
     label: str = ""  # how the pictures name it (default: the target's name)
     objects: list[str] = field(default_factory=list)  # the objects its Events are about
+    gated: list[int] = field(default_factory=list)  # stages (from 1) behind a manual gate (``pause``)
 
     @property
     def title(self) -> str:
@@ -165,7 +170,7 @@ def _from_events(trace: Trace) -> None:
 
 Event = tuple[float, str, str]  # (time, reason, message)
 Owned = list[tuple[str, Event]]  # (the rollout id it belongs to, or "", the event)
-_STARTED = re.compile(r"^rollout ([0-9a-f]{12}):")
+_NAMED = re.compile(r"\brollout ([0-9a-f]{12})\b")  # the engine's and the controller's wording
 _ENDS = {"RolloutSucceeded": "Succeeded", "RolledBack": "RolledBack", "RollbackFailed": "Failed",
          "RolloutAborted": "Aborted"}
 
@@ -175,42 +180,60 @@ def _rv(ev: dict[str, Any]) -> int:
     return int(rv) if rv.isdigit() else 0
 
 
-def _events(kube: Kube, ns: str) -> dict[str, Owned]:
-    """The rollout Events of namespace ``ns`` by involved object name, in the order they were created,
-    each with the rollout it belongs to: the one the last ``RolloutStarted`` before it named. Creation
-    order is the resourceVersion's (one counter for the cluster), not the timestamps: two processes that
-    drove consecutive rollouts estimate the cluster's clock apart, and Events keep whole seconds."""
-    items, _ = kube.list(EVENT, ns)
-    by_name: dict[str, list[tuple[int, float, Event]]] = {}
+def owned_events(items: list[dict[str, Any]]) -> dict[str, Owned]:
+    """The rollout Events among ``items`` (one namespace's) by the name of the target object they are
+    about, in the order they were created, each with the rollout it belongs to: its annotation's, else
+    the one its message names, else the one of the Event before it on that object, unless that one ended
+    its rollout (then none: ``_attach`` places it by time). Creation order is the
+    resourceVersion's (one counter for the cluster), not the timestamps: two processes that drove
+    consecutive rollouts estimate the cluster's clock apart, and Events keep whole seconds. Events about
+    another kind (the controller's on the RolloutPolicy, which repeat the target's) are left out; one
+    whose object has no kind (a target read from a list) is kept."""
+    by_name: dict[str, list[tuple[int, float, str, Event]]] = {}
     for ev in items:
-        if ev.get("reason") not in MARKED:
+        about = ev.get("involvedObject") or {}
+        if ev.get("reason") not in MARKED or about.get("kind") not in (*_KIND_RES, None, ""):
             continue
-        t = rfc3339(ev.get("firstTimestamp") or ev.get("eventTime") or
-                    (ev.get("metadata") or {}).get("creationTimestamp"))
+        meta = ev.get("metadata") or {}
+        t = rfc3339(ev.get("firstTimestamp") or ev.get("eventTime") or meta.get("creationTimestamp"))
         if t is not None:
-            name = str((ev.get("involvedObject") or {}).get("name") or "")
             event = (t, str(ev["reason"]), str(ev.get("message") or ""))
-            by_name.setdefault(name, []).append((_rv(ev), t, event))
+            rid = str((meta.get("annotations") or {}).get(ROLLOUT_ID) or "")
+            by_name.setdefault(str(about.get("name") or ""), []).append((_rv(ev), t, rid, event))
     out: dict[str, Owned] = {}
     for name, evs in by_name.items():
         owner = ""
-        for *_order, e in sorted(evs, key=lambda x: (x[0], x[1])):
-            m = _STARTED.match(e[2])
-            owner = m.group(1) if e[1] == "RolloutStarted" and m else owner
+        for *_order, rid, e in sorted(evs, key=lambda x: (x[0], x[1])):
+            named = _NAMED.search(e[2])
+            owner = rid or (named.group(1) if named else owner)
             out.setdefault(name, []).append((owner, e))
+            owner = "" if e[1] in _ENDS else owner
     return out
 
 
+def _events(kube: Kube, ns: str) -> dict[str, Owned]:
+    items, _ = kube.list(EVENT, ns)
+    return owned_events(items)
+
+
 def _attach(trace: Trace, evs: Owned, until: float) -> None:
-    """The rollout's Events: those it owns (``_events``); where none name it (a rollout whose start
-    Event is gone), those from its start until the next rollout of the target started."""
+    """The rollout's Events: those it owns (``owned_events``), and those no rollout owns (older Events
+    whose rollout's start Event is gone) from its start until the next rollout of the target."""
     if trace.started is None:
         return
-    owned = [e for owner, e in evs if owner == trace.rollout_id]
-    trace.events = sorted(owned or [e for owner, e in evs
-                                    if not owner and trace.started - 1.0 <= e[0] < until])
+    trace.events = sorted(e for owner, e in evs if owner == trace.rollout_id
+                          or (not owner and trace.started - 1.0 <= e[0] < until))
     if not trace.stages and trace.events:
         _from_events(trace)
+
+
+def attach_events(traces: list[Trace], events: dict[str, dict[str, Owned]]) -> None:
+    """Give each trace (oldest first) its Events: ``events`` by namespace, as ``owned_events``."""
+    for i, t in enumerate(traces):
+        evs = events.get(t.namespace, {})
+        later = [u.started for u in traces[i + 1:] if (u.namespace, u.name) == (t.namespace, t.name)]
+        _attach(t, [e for n in sorted({t.name, *t.objects}) for e in evs.get(n, [])],
+                (later[0] or float("inf")) if later else float("inf"))
 
 
 def _earlier(traces: list[Trace], events: dict[str, dict[str, Owned]]) -> list[Trace]:
@@ -275,8 +298,11 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
         now = _from_annotations(ns, kind, name, objs) if objs else None
         if now is not None and all(t.rollout_id != now.rollout_id for t in mine):
             mine.append(now)
+        gated = [k for k, st in enumerate((p.get("spec") or {}).get("stages") or [], start=1)
+                 if isinstance(st, dict) and st.get("pause") is not None]
         for t in mine:
             _finish(t, objs)
+            t.gated = list(gated)
         traces += mine
     for res, short, kind in ((LWS, "lws", "LeaderWorkerSet"), (DS, "ds", "DisaggregatedSet")):
         for o in _list(kube, res, namespace):
@@ -294,11 +320,7 @@ def collect(kube: Kube, namespace: str | None = None, only: list[str] | None = N
         same = [t for t in traces if (t.namespace, t.name) == key]
         for k, t in enumerate(same, start=1):
             t.label = f"{t.name} #{k}" if len(same) > 1 else ""
-    for i, t in enumerate(traces):
-        evs = events[t.namespace]
-        later = [u.started for u in traces[i + 1:] if (u.namespace, u.name) == (t.namespace, t.name)]
-        _attach(t, [e for n in sorted({t.name, *t.objects}) for e in evs.get(n, [])],
-                (later[0] or float("inf")) if later else float("inf"))
+    attach_events(traces, events)
     return traces
 
 
@@ -327,5 +349,6 @@ def load(items: list[dict[str, Any]]) -> list[Trace]:
         d["stages"] = [Stage(**s) for s in d.get("stages") or []]
         d["rollback"] = tuple(d["rollback"]) if d.get("rollback") else None
         d["events"] = [tuple(e) for e in d.get("events") or []]
+        d["gated"] = list(d.get("gated") or [])
         out.append(Trace(**d))
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
-from lwsflow.sim.apiserver import core_admission, crds, rbac_validation
+from lwsflow.sim.apiserver import core_admission, crds, rbac_validation, typeerrors
 from lwsflow.sim.defaulting import Defaulter
 from lwsflow.sim.store import rfc3339
 
@@ -50,6 +50,26 @@ def _custom_schema(rtype: kinds.ResourceType) -> dict[str, Any] | None:
     return None
 
 
+def has_custom_schema(rtype: kinds.ResourceType) -> bool:
+    """Whether ``rtype`` is admitted through a structural schema (lwsflow's own kind or an applied CRD),
+    whose CEL rules ratchet against the stored object on an update (``schema_errors_for``)."""
+    return _custom_schema(rtype) is not None
+
+
+def schema_of(rtype: kinds.ResourceType) -> dict[str, Any] | None:
+    """The structural schema of a custom resource kind: a packaged upstream CRD's, lwsflow's own or
+    an applied CRD's (None for core kinds)."""
+    custom = _custom_schema(rtype)
+    if custom is not None or rtype.group not in _CRD_GROUPS:
+        return custom
+    from lwsflow.controller.api.crd import crd_info
+
+    try:
+        return crd_info(rtype.plural).schema
+    except (KeyError, FileNotFoundError):
+        return None
+
+
 def _prune(obj: dict[str, Any], path: str) -> None:
     tokens: list[str | int] = [
         m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _TOKEN.finditer(path)
@@ -64,8 +84,30 @@ def _prune(obj: dict[str, Any], path: str) -> None:
         cur.pop(tokens[-1], None)
 
 
+_TYPE_ERROR = re.compile(r"Invalid value: .*: must be of type (\w+)")
+
+
+def _type_words(e: FieldError, obj: dict[str, Any]) -> FieldError:
+    """A type error in kube-apiserver's schema words (``lwsflow validate`` words it shorter):
+    ``Invalid value: "string": spec.replicas in body must be of type integer: "string"``."""
+    m = _TYPE_ERROR.fullmatch(e.message)
+    if m is None:
+        return e
+    cur: Any = obj
+    for t in _TOKEN.finditer(e.path):
+        try:
+            cur = cur[t.group(1)] if t.group(1) is not None else cur[int(t.group(2))]
+        except (KeyError, IndexError, TypeError):
+            return e
+    kind = typeerrors.openapi_type(cur)
+    return FieldError(e.path, f'Invalid value: "{kind}": {e.path} in body must be of type {m.group(1)}: '
+                              f'"{kind}"')
+
+
 def _cause(e: FieldError) -> dict[str, str]:
     reason = next((r for prefix, r in _REASONS if e.message.startswith(prefix)), "FieldValueInvalid")
+    if " in body must be of type " in e.message:  # apiextensions reports it as field.TypeInvalid
+        reason = "FieldValueTypeInvalid"
     return {"reason": reason, "message": e.message, "field": e.path}
 
 
@@ -146,7 +188,7 @@ def admit(
 
         warnings = check_unknown(rtype, obj, field_validation)
         apply_structural_defaults(obj, schema)
-        if errors := schema_errors_for(obj, schema):
+        if errors := schema_errors_for(obj, schema, old):
             raise invalid(rtype, name, errors)
         return obj, warnings
     if not is_crd(rtype):
@@ -161,13 +203,16 @@ def admit(
     from lwsflow.controller.api.validation import validate_object, validate_update
 
     warnings = check_unknown(rtype, obj, field_validation)
+    schema = schema_of(rtype)
+    if schema is not None and (denied := typeerrors.webhook_decode_error(rtype, obj, schema)):
+        raise denied  # upstream's mutating webhook decodes the object before any schema check
     meta_name = (obj.get("metadata") or {}).get("name")
     # the API server's own check of a custom resource's name (RFC 1123 subdomain) fails the request
     # before any validating webhook (the LWS one wants a DNS-1035 label) is called
     if old is None and meta_name and (errors := core_admission.name_errors(str(meta_name))):
         raise invalid(rtype, name, errors)
     obj = default_object(obj)
-    errors = validate_object(obj)
+    errors = [_type_words(e, obj) for e in validate_object(obj)]
     if old is not None:
         errors += validate_update(old, obj)
     if errors:

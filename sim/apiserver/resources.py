@@ -18,9 +18,10 @@ from lwsflow.controller.yamlio import MAX_DEPTH, parse_yaml_documents
 from lwsflow.sim import claims, kinds, serviceaccounts
 from lwsflow.sim.apiserver import apply as ssa
 from lwsflow.sim.apiserver import crds
-from lwsflow.sim.apiserver.admission import admit, check_unknown, is_crd
+from lwsflow.sim.apiserver.admission import admit, check_unknown, has_custom_schema, is_crd, schema_of
 from lwsflow.sim.apiserver.patch import json_merge_patch, json_patch, strategic_merge
 from lwsflow.sim.apiserver.routing import Route
+from lwsflow.sim.apiserver.typeerrors import typed_patch_error
 from lwsflow.sim.namespaces import (
     SYSTEM_NAMESPACES,
     ensure_system_namespaces,
@@ -243,9 +244,12 @@ class Resources:
         if not applied.get("apiVersion") or not applied.get("kind"):
             raise BadRequest("apply patches must set apiVersion and kind")
         now = rfc3339(self.store.now())
+        schema = schema_of(route.rtype) if route.subresource != "status" else None
         if old is None:
             require_namespace(self.store, route.rtype, route.namespace)
             opts.warnings = check_unknown(route.rtype, applied, opts.field_validation)
+            if schema is not None and (err := typed_patch_error(route.rtype, applied, schema)):
+                raise err
             new = ssa.apply(
                 {
                     "apiVersion": applied["apiVersion"],
@@ -269,6 +273,8 @@ class Resources:
             return self.store.create(route.rtype.key, new)
         # unknown fields are refused or pruned before they get an owner
         opts.warnings = check_unknown(route.rtype, applied, opts.field_validation)
+        if schema is not None and (err := typed_patch_error(route.rtype, applied, schema)):
+            raise err  # structured-merge-diff types the patch first
         if route.subresource == "status":  # status applies merge; their ownership is not tracked
             new = {**old, "status": ssa.ssa_merge(old.get("status") or {}, applied.get("status") or {})}
         else:
@@ -293,8 +299,10 @@ class Resources:
                 **old["metadata"],
                 "resourceVersion": new["metadata"].get("resourceVersion"),
             }
-            # the spec is unchanged, so the update rules (about spec fields) have nothing to compare
-            obj, opts.warnings = admit(t, candidate, None, "Ignore")
+            # the spec is unchanged, so the update rules (about spec fields) have nothing to compare; a
+            # structural schema's CEL rules get the stored object, to let its unchanged spec pass
+            # (kube-apiserver's ratcheting: a policy stored before a rule existed still takes status)
+            obj, opts.warnings = admit(t, candidate, old if has_custom_schema(t) else None, "Ignore")
         else:
             if t.has_status:
                 new = (

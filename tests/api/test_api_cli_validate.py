@@ -109,3 +109,23 @@ def test_validate_errors_use_the_one_error_format(tmp_path: Path, capsys) -> Non
                                               "0 object(s) checked, 1 problem(s)"]
     assert main(["plan", str(missing)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"error: {missing}: no such file"]
+
+
+def test_template_without_containers_is_one_line_naming_the_field(tmp_yaml, capsys) -> None:
+    """`containers: []` passes the CRD schema and the webhook (a real cluster admits it) but every pod
+    of the template is refused, so no group ever starts: validate names the field."""
+    lws = example(LWS_SAMPLE)
+    lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = {"spec": {"containers": []}}
+    ds = example(DS_SAMPLE)
+    ds["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"] = []
+    f = tmp_yaml("empty.yaml", dump_yaml_documents([lws, ds]))
+    code, out, _ = run(capsys, str(f))
+    assert code == 2
+    tail = ("Required value: no container, so every pod of it is refused (the API server admits the object, "
+            "its StatefulSet reports FailedCreate and no group ever starts)")
+    assert out == [
+        f"{f}: LeaderWorkerSet/leaderworkerset-sample: spec.leaderWorkerTemplate.leaderTemplate.spec."
+        "containers: " + tail,
+        f"{f}: DisaggregatedSet/disaggregatedset-3role-sample: spec.roles[1].spec.leaderWorkerTemplate."
+        "workerTemplate.spec.containers: " + tail,
+    ]

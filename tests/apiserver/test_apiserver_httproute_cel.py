@@ -64,8 +64,8 @@ def test_a_broken_rule_is_refused_with_the_api_servers_message(
         server: ApiServer, spec: dict[str, Any], field: str, message: str) -> None:
     status, _, body = http(server, "POST", ROUTES, route("bad", **spec))
     assert status == 422, body
-    kind = "array" if field.endswith("parentRefs") else "object"
-    assert f'{field}: Invalid value: "{kind}": {message}' in body["message"], body["message"]
+    # kube-apiserver v1.3x leaves an object's or a list's value out of the message
+    assert f"{field}: Invalid value: {message}" in body["message"], body["message"]
     assert {"field": field, "reason": "FieldValueInvalid"}.items() <= body["details"]["causes"][0].items()
     assert http(server, "GET", f"{ROUTES}/bad")[0] == 404  # nothing was stored
 
@@ -86,5 +86,5 @@ def test_kubectl_prints_the_api_servers_message(kubectl: Any, tmp_path: Any) -> 
     f.write_text(yaml.safe_dump(route("bad", rules=rule(filters=[{"type": "URLRewrite"}]))))
     proc = kubectl("apply", "-f", str(f), check=False)
     assert proc.returncode != 0
-    assert ('The HTTPRoute "bad" is invalid: spec.rules[0].filters[0]: Invalid value: "object": '
+    assert ('The HTTPRoute "bad" is invalid: spec.rules[0].filters[0]: Invalid value: '
             "filter.urlRewrite must be specified for URLRewrite filter.type") in proc.stderr, proc.stderr

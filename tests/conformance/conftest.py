@@ -34,7 +34,7 @@ READY_DELAY_S = 1.0
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The reference cluster with the embedded cluster's default pools as nodes."""
-    from lwsflow.pipelines.refcluster import launcher
+    from lwsflow.rehearsal.refcluster import launcher
 
     state = tmp_path_factory.mktemp("refcluster") / "state"
     t0 = time.monotonic()

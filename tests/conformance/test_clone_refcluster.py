@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lwsflow.pipelines.refcluster import binaries
+from lwsflow.rehearsal.refcluster import binaries
 from reliability import fresh_clone
 
 

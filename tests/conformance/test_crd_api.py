@@ -18,6 +18,7 @@ import pytest
 import rolloutkit
 from clusters import Target, wait_for
 
+from lwsflow.controller.policy import rules
 from lwsflow.controller.yamlio import dump_yaml
 
 GROUP = f"c{secrets.token_hex(3)}.example.com"
@@ -203,3 +204,60 @@ def test_policy_with_unknown_field_refused_alike(reference: Target, embedded: Ta
         out[t.name] = _refusal(t, policy)
     assert out["reference"] == out["embedded"]
     assert 'strict decoding error: unknown field "spec.onFailur"' in out["reference"]
+
+
+def _policy(name: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"targetRef": {"kind": "LeaderWorkerSet", "name": "m"},
+                            "stages": [{"groups": 1, "bake": "90"}, {"groups": "100%", "bake": 30}], **spec}
+    return {"apiVersion": "lwsflow.io/v1alpha1", "kind": "RolloutPolicy",
+            "metadata": {"name": name, "namespace": "default"}, "spec": body}
+
+
+_METRIC = {"name": "errors", "provider": {"prometheus": {"query": "up"}}}
+# issue 31's invalid policies (and a duration), each refused at `kubectl apply` by the CRD's CEL rules
+# (controller/policy/rules.py) with the user's words: what kube-apiserver prints, the embedded cluster too
+INVALID_POLICIES: list[tuple[str, dict[str, Any], str]] = [
+    ("groups-150", {"stages": [{"groups": 1}, {"groups": "150%"}, {"groups": "100%"}]},
+     f'spec.stages: Invalid value: stage 2: {rules.GROUPS_SAYS}'),
+    ("last-not-100", {"stages": [{"groups": 1}, {"groups": "50%"}]},
+     'spec: Invalid value: the last stage must be groups: 100%'),
+    ("groups-0", {"stages": [{"groups": 0}, {"groups": "100%"}]},
+     f'spec.stages: Invalid value: stage 1: {rules.GROUPS_SAYS}'),
+    ("condition-chars", {"analysis": {"metrics": [{**_METRIC, "successCondition": "result < 1 %"}]}},
+     f'spec.analysis.metrics[0].successCondition: Invalid value: "result < 1 %": successCondition '
+     f"{rules.CONDITION_SAYS}"),
+    ("bake-words", {"stages": [{"groups": 1}, {"groups": "100%", "bake": "5 minutes"}]},
+     f'spec.stages: Invalid value: stage 2: {rules.BAKE_SAYS}'),
+]
+
+
+@pytest.fixture
+def policy_crd(reference: Target, embedded: Target) -> None:
+    for t in (reference, embedded):
+        t.kubectl("apply", "-k", str(rolloutkit.REPO / "overlays" / "controller"), timeout=120)
+        wait_for(
+            f"[{t.name}] RolloutPolicy served",
+            lambda t=t: t.kubectl("get", "rolloutpolicies", "-n", "default", check=False).returncode == 0,
+            timeout=60,
+        )
+
+
+@pytest.mark.parametrize(("name", "spec", "says"), INVALID_POLICIES, ids=[c[0] for c in INVALID_POLICIES])
+def test_invalid_policy_refused_by_the_crd_rules_alike(policy_crd: None, reference: Target, embedded: Target,
+                                                       name: str, spec: dict[str, Any], says: str) -> None:
+    """kube-apiserver compiles the CRD's rules (within its CEL cost budget: the CRD was established) and
+    refuses each policy with the message the embedded cluster prints: stages counted from 1."""
+    out = {t.name: _refusal(t, _policy(name, **spec)) for t in (reference, embedded)}
+    assert says in out["reference"], out["reference"]
+    assert out["reference"] == out["embedded"]
+
+
+def test_valid_policy_with_plain_seconds_and_a_tolerance_in_percent_admitted_alike(
+        policy_crd: None, reference: Target, embedded: Target) -> None:
+    """One duration grammar: plain seconds ("90", 30) are admitted as the CLI and the catalog take them;
+    a compare tolerance may be written "0.5%" (issue 23), as analysis specs take it."""
+    compare = {"mode": "absolute", "tolerance": "0.5%"}
+    good = _policy("plain-seconds", progressDeadline=600, analysis={"metrics": [
+        {**_METRIC, "successCondition": "result < 0.01", "compare": compare}]})
+    for t in (reference, embedded):
+        t.kubectl("apply", "--dry-run=server", "-f", "-", stdin=dump_yaml(good))

@@ -5,9 +5,10 @@ v1.36.3 over HTTPS) and on the embedded cluster.
 The kustomizations are discovered by walking ``overlays/``, so a new one cannot be missed: each is
 applied itself, or is a resource of one that is (the rendered ``base/<model>`` and
 ``<env>/<model>`` folders are parts of ``<env>/``). What a folder needs first is what its docs say
-first: ``rbac/bluegreen`` and ``controller/pdprobe`` after their parent (their kustomization's header),
-the rendered environments after ``kubectl create namespace <ns>`` (docs/rollout.md; Argo CD's
-``CreateNamespace=true`` does it in GitOps). ``controller`` and ``rbac`` create their namespace.
+first: ``rbac/bluegreen``, ``controller/pdprobe`` and ``controller/notifications`` (with ``-n``)
+after their parent (their kustomization's header), the rendered environments after ``kubectl create
+namespace <ns>`` (docs/rollout.md; Argo CD's ``CreateNamespace=true`` does it in GitOps).
+``controller`` and ``rbac`` create their namespace.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from clusters import Target, wait_for
 REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = REPO / "overlays"
 # what each folder's documented first command applies before it
-PREREQUISITES = {"rbac/bluegreen": ("rbac",), "controller/pdprobe": ("controller",)}
+PREREQUISITES = {"rbac/bluegreen": ("rbac",), "controller/pdprobe": ("controller",),
+                 "controller/notifications": ("controller",)}
+# applied per namespace with `-n` (its kustomization names none): where the policies sending
+# notifications live (docs/controller.md)
+PER_NAMESPACE = {"controller/notifications": "default"}
 # Argo CD's Application kind: Argo CD's CRDs are not among the reference material (../shared has Argo
 # Workflows' schema, not Argo CD's manifests) and installing Argo CD is out of the tier's scope, so both
 # clusters refuse the kind; the test checks that this is the only thing refused.
@@ -73,6 +78,7 @@ def test_every_kustomization_is_covered() -> None:
     assert {
         "controller",
         "controller/pdprobe",
+        "controller/notifications",
         "rbac",
         "rbac/bluegreen",
         "dev",
@@ -93,7 +99,8 @@ def _namespaces(t: Target, rel: str) -> set[str]:
 
 
 def _apply(t: Target, rel: str) -> None:
-    proc = t.kubectl("apply", "-k", str(OVERLAYS / rel), check=False, timeout=120)
+    ns = ["-n", PER_NAMESPACE[rel]] if rel in PER_NAMESPACE else []
+    proc = t.kubectl("apply", "-k", str(OVERLAYS / rel), *ns, check=False, timeout=120)
     assert proc.returncode == 0, f"[{t.name}] kubectl apply -k overlays/{rel}:\n{proc.stderr}"
 
 
@@ -120,8 +127,10 @@ def test_kubectl_apply_k(rel: str, target: str, request: pytest.FixtureRequest) 
     _apply(t, rel)
     # every object the kustomization renders now exists, as rendered (kind, namespace, name)
     rendered = [d for d in yaml.safe_load_all(t.kubectl("kustomize", str(OVERLAYS / rel)).stdout) if d]
-    live = json.loads(t.kubectl("get", "-k", str(OVERLAYS / rel), "-o", "json").stdout)["items"]
-    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
+    ns = PER_NAMESPACE.get(rel, "")
+    live = json.loads(t.kubectl("get", "-k", str(OVERLAYS / rel), *(["-n", ns] if ns else []),
+                                "-o", "json").stdout)["items"]
+    key = lambda o: (o["kind"], o["metadata"].get("namespace") or ns, o["metadata"]["name"])  # noqa: E731
     assert sorted(map(key, live)) == sorted(map(key, rendered))
     if rel not in TRANSIENT:  # applying the install again is no error (idempotent)
         _apply(t, rel)

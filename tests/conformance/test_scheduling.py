@@ -5,7 +5,7 @@
 
 On the reference cluster each job is one pod requesting one ``nvidia.com/gpu`` on ten 1-GPU nodes
 made for the check (tainted and labelled so no other pod lands there), with its run time in the
-``kwok.lwsflow.io/run-duration`` annotation: kwok's job stages (pipelines/refcluster/kwok_stages.py)
+``kwok.lwsflow.io/run-duration`` annotation: kwok's job stages (rehearsal/refcluster/kwok_stages.py)
 run it and make it Succeeded that long after it started, which frees its GPU for the scheduler.
 Time is compressed: one scenario minute is ``SECONDS_PER_MINUTE`` real seconds. Start and completion
 are kwok's own stamps (``kwok.lwsflow.io/started-at`` / ``finished-at``, nanosecond RFC 3339: the
@@ -46,8 +46,8 @@ from clusters import Target, allowed, allowlist, now_matches, wait_for
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import dump_yaml_documents
-from lwsflow.pipelines.refcluster import kwok_stages
-from lwsflow.pipelines.refcluster.launcher import node_objects
+from lwsflow.rehearsal.refcluster import kwok_stages
+from lwsflow.rehearsal.refcluster.launcher import node_objects
 from lwsflow.sim import policies
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Taint
 from lwsflow.sim.evaluator import events as ev

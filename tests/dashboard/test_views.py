@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +163,84 @@ def test_notification_webhooks_are_named_by_their_secret_never_their_url() -> No
     p["spec"]["notifications"] = {"webhooks": [{"secretKeyRef": {"name": "slack", "key": "url"}}]}
     html = Renderer(cache_of(rolloutpolicies=[p]), now=lambda: 0.0).rollout_fragment("default", "m")
     assert "the webhook in Secret slack, key url" in " ".join(html.split())
+
+
+CSS = (Path(__file__).resolve().parents[2] / "pipelines" / "dashboard" / "static" /
+       "dashboard.css").read_text()
+
+
+def _rolled_back_at_2() -> dict[str, Any]:
+    """A policy whose rollout r1 passed stage 1 and failed stage 2 (the history record the controller
+    copies from the target's stage log when the rollout ends), rolled back without an analysis."""
+    return pol("m", "RolledBack", 0, rolloutId="r1", history=[
+        {"id": "r0", "outcome": "Succeeded", "stages": [{"stage": 1, "result": "passed"}]},
+        {"id": "r1", "outcome": "RolledBack", "stages": [
+            {"stage": 1, "role": "", "result": "passed"}, {"stage": 2, "role": "", "result": "failed"}]}])
+
+
+def test_after_a_rollback_the_failed_stage_is_marked_and_a_success_counts_every_stage() -> None:
+    p = _rolled_back_at_2()
+    assert [s.state for s in views.timeline(p)] == ["passed", "failed", "planned"]
+    c = cache_of(rolloutpolicies=[p, pol("ok", "Succeeded")])
+    html = Renderer(c, now=lambda: 0.0).rollout_fragment("default", "m")
+    assert re.search(r'data-stage="2" data-state="failed"', html)
+    assert {r.name: r.stage for r in views.overview(c, now=0.0)} == {"m": "failed at 2 of 3", "ok": "3 of 3"}
+
+
+def test_an_empty_overview_says_how_to_add_a_policy() -> None:
+    import html as htmlmod
+
+    import yaml
+
+    from lwsflow.controller.policy.model import RolloutPolicySpec
+
+    page = Renderer(cache_of(rolloutpolicies=[]), now=lambda: 0.0).overview_fragment()
+    assert "No RolloutPolicy in namespace default yet" in page
+    assert "kubectl apply -n default -f policy.yaml" in page and "docs/controller.md" in page
+    example = yaml.safe_load(htmlmod.unescape(re.search(r'<pre class="example">(.*?)</pre>', page, re.S)[1]))
+    assert example["kind"] == "RolloutPolicy"
+    RolloutPolicySpec.model_validate(example["spec"])  # the example is a policy the controller accepts
+
+
+def test_broken_policies_look_different_from_healthy_idle_ones() -> None:
+    def conds(*cs: tuple[str, str, str]) -> list[dict[str, str]]:
+        return [{"type": t, "status": st, "reason": r, "message": "m"} for t, st, r in cs]
+
+    c = cache_of(rolloutpolicies=[
+        pol("idle", "Idle", conditions=conds(("Ready", "True", "Idle"), ("TargetFound", "True", "Found"))),
+        pol("lost", "Idle", message="LeaderWorkerSet/lost not found",
+            conditions=conds(("TargetFound", "False", "TargetNotFound"),
+                             ("Ready", "False", "TargetNotFound"))),
+        pol("second", "Failed", conditions=conds(("Ready", "False", "TargetOwned"))),
+        pol("bad", "Failed", message="spec.stages: the last stage must be 100%"),
+        pol("done", "Succeeded", rolloutId="r")])
+    rows = views.overview(c, now=0.0)
+    assert [(r.name, r.problem) for r in rows] == [
+        ("bad", "invalid spec"), ("second", "target owned by another policy"), ("lost", "target missing"),
+        ("done", ""), ("idle", "")]
+    page = Renderer(c, now=lambda: 0.0).overview_fragment()
+    row = {m[1]: m[0] for m in re.findall(r'<tr class="([^"]*)" data-policy="default/(\w+)"', page)}
+    assert row["lost"] == "phase-Idle broken" and row["idle"] == "phase-Idle"
+    assert 'data-problem="target missing"' in page and re.search(r"tr\.broken \{[^}]*background", CSS)
+    assert 'id="problem">target missing<' in Renderer(c, now=lambda: 0.0).rollout_fragment("default", "lost")
+
+
+def test_group_cells_name_the_policy_revision_and_event_times_do_not_wrap() -> None:
+    lws = {"metadata": {"name": "m", "namespace": "default"}, "spec": {"replicas": 2}}
+    p = pol("m", "Progressing", 1, observedTemplateHash="canary0123456789", stableRevision="stable0123456789",
+            canaryRevision="canary0123456789")
+    c = cache_of(rolloutpolicies=[p], leaderworkersets=[lws],
+                 statefulsets=[{"metadata": {"name": "m", "namespace": "default",
+                                             "labels": {L.TEMPLATE_REVISION_HASH: "new1"}}}],
+                 pods=[_pod("m", 0, 0, "old0", True, "n"), _pod("m", 1, 0, "new1", True, "n")],
+                 events=[{"metadata": {"name": "e", "namespace": "default"}, "type": "Normal",
+                          "involvedObject": {"kind": "RolloutPolicy", "name": "m"},
+                          "reason": "RolloutStarted", "message": "started",
+                          "lastTimestamp": "2026-01-01T00:00:00Z"}])
+    html = Renderer(c, now=lambda: 0.0).rollout_fragment("default", "m")
+    cells = re.findall(r'title="pods\' template-revision-hash (\w+)">group (\d)\s*<code class="policy-rev" '
+                       r'data-policy-revision="(\w*)">([^<]*)</code>', html)
+    assert cells == [("old0", "0", "stable0123456789", "stable stable0123"),
+                     ("new1", "1", "canary0123456789", "canary canary0123")]
+    assert '<td class="time">2026-01-01T00:00:00Z</td>' in html
+    assert re.search(r"table\.events td\.time \{ white-space: nowrap; \}", CSS)

@@ -44,8 +44,8 @@ CATALOG: dict[str, Any] = {
         },
     ],
     "environments": [
-        "dev",
-        "staging",
+        "dev",  # the catalog namespace, llm
+        {"name": "staging", "namespace": "llm-staging"},
         {
             "name": "prod",
             "namespace": "llm-prod",

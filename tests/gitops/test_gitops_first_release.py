@@ -29,7 +29,7 @@ TAG_PD = "lmsysorg/sglang:v0.5.0"
 def _new_catalog() -> Catalog:
     """The fixture catalog as a new user writes it: images by tag only, environments dev and prod."""
     models = [{**m, "image": m["image"].split("@")[0]} for m in CATALOG["models"]]
-    return catalog_with(models=models, environments=["dev", "prod"])
+    return catalog_with(models=models, environments=["dev", {"name": "prod", "namespace": "llm-prod"}])
 
 
 def _images(tree: Path, env: str) -> list[str]:
@@ -133,7 +133,7 @@ def test_kubectl_kustomize_of_the_real_example_tree_never_emits_a_tag_in_prod(tm
     doc = load_yaml_documents(repo_root() / "examples" / "catalog.yaml")[0]
     for m in doc["models"]:
         m["image"] = m["image"].split("@")[0]
-    doc["environments"] = ["dev", "prod"]
+    doc["environments"] = [{"name": "dev", "namespace": "llm-dev"}, {"name": "prod", "namespace": "llm-prod"}]
     (tmp_path / "catalog.yaml").write_text(dump_yaml(doc))
     out = tmp_path / "overlays"
     assert main(["render", str(tmp_path / "catalog.yaml"), "--out", str(out)]) == 0

@@ -29,6 +29,8 @@ from lwsflow.controller.yamlio import dump_yaml
 from lwsflow.pipelines.cli import main
 
 ROOT = repo_root()
+STAGING = {"name": "staging", "namespace": "llm-staging"}  # one namespace per environment
+PROD = {"name": "prod", "namespace": "llm-prod"}
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:
@@ -123,7 +125,7 @@ def test_prod_never_runs_a_tag_only_image(tree: Path) -> None:
     render_to(tag_only, tree.parent / "fresh", render=stand_in_render)
     assert kustomize_build(tree.parent / "fresh" / "prod") == []
     # dev and staging accept the tag
-    dev_only = catalog_with(models=models, environments=["dev", "staging"])
+    dev_only = catalog_with(models=models, environments=["dev", STAGING])
     render_to(dev_only, tree.parent / "dev-only", render=stand_in_render)
     lws = _built(tree.parent / "dev-only", "dev", "LeaderWorkerSet", "small")
     assert set(container_images(lws)) == {"vllm/vllm-openai:v0.11.0"}
@@ -192,7 +194,7 @@ def test_check_lists_changed_missing_and_extra_files(tree: Path, catalog: Catalo
 
 def test_removed_model_is_pruned(tree: Path) -> None:
     render_to(
-        catalog_with(models=[CATALOG["models"][0]], environments=["dev", "staging", "prod"]),
+        catalog_with(models=[CATALOG["models"][0]], environments=["dev", STAGING, PROD]),
         tree,
         render=stand_in_render,
     )

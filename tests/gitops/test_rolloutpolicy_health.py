@@ -46,3 +46,16 @@ def test_unobserved_generation_is_progressing(runtime: str) -> None:  # noqa: F8
     status, msg = run_health("RolloutPolicy", _policy(state.RolloutState(
         id="r", phase=state.RUNNING, targets=[1, 4], passed=1)), runtime)
     assert (status, "promote" in msg) == ("Suspended", True)
+
+
+def test_a_missing_target_is_degraded_until_it_appears(runtime: str) -> None:  # noqa: F811
+    """The controller's status for a policy whose target does not exist (phase Idle, TargetFound
+    False) is Degraded, not Healthy; with the target there again, TargetFound True: Healthy."""
+    from lwsflow.controller.incluster import lifecycle
+
+    missing = lifecycle.target_missing({}, SPEC, 'leaderworkersets "m" not found', "default", 1, "t")
+    status, msg = run_health("RolloutPolicy", {**_policy(None), "status": missing}, runtime)
+    assert (status, "LeaderWorkerSet/m not found" in msg) == ("Degraded", True)
+    found = _policy(state.RolloutState())
+    found["status"] = lifecycle.target_found(found["status"], missing, SPEC, "t")
+    assert run_health("RolloutPolicy", found, runtime)[0] == "Healthy"

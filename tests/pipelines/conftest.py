@@ -42,6 +42,6 @@ def example_catalog() -> Path:
 @pytest.fixture
 def gitops_repo(tmp_path: Path):  # -> GitopsRepo
     """A bare GitOps repo seeded with the example catalog, an engine build context and rendered overlays."""
-    from lwsflow.pipelines.local_run import init_gitops_repo
+    from lwsflow.rehearsal.local_run import init_gitops_repo
 
     return init_gitops_repo(tmp_path / "git", EXAMPLE_CATALOG)

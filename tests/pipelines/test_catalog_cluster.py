@@ -1,12 +1,12 @@
-"""``lwsflow.components.catalog_cluster``: a simulated cluster whose pools are a catalog's node pools."""
+"""``lwsflow.rehearsal.catalog_cluster``: a simulated cluster whose pools are a catalog's node pools."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from lwsflow.components.catalog import load_catalog
-from lwsflow.components.catalog_cluster import cluster_config_for, pool_config_for
 from lwsflow.controller.api import labels as L
+from lwsflow.rehearsal.catalog_cluster import cluster_config_for, pool_config_for
 from lwsflow.sim.cluster import Cluster
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Taint
 

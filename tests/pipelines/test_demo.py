@@ -86,7 +86,7 @@ def test_demo_on_a_new_dev_prod_catalog_promotes_in_its_own_order(
     doc = load_yaml_documents(example_catalog)[0]
     for m in doc["models"]:
         m["image"] = m["image"].split("@")[0]
-    doc["environments"] = ["dev", "prod"]
+    doc["environments"] = [{"name": "dev", "namespace": "llm-dev"}, {"name": "prod", "namespace": "llm-prod"}]
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text(dump_yaml(doc))
     code = main(["demo", "--out", str(tmp_path / "out"), "--models", "llama-8b", "--catalog", str(catalog)])

@@ -6,9 +6,9 @@ import io
 from pathlib import Path
 
 from lwsflow.pipelines import pictures
-from lwsflow.pipelines.demo import _Progress, _verdict
-from lwsflow.pipelines.local_run import PipelineRun
 from lwsflow.pipelines.pictures.records import Stage, Trace
+from lwsflow.rehearsal.demo import _Progress, _verdict
+from lwsflow.rehearsal.local_run import PipelineRun
 
 TRACE = ("12:00:00.123 - INFO - Executing task 'build-image'\n"
          "Traceback (most recent call last):\n"

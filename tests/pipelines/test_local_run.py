@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from lwsflow.components import gitwork
-from lwsflow.pipelines.local_run import (
+from lwsflow.rehearsal.local_run import (
     LocalStack,
     commit_engine_context,
     run_deploy_model,
@@ -27,7 +27,7 @@ MODEL = "llama-70b"  # 2 groups in dev, stages 1,100%: a real two-stage rollout
 
 @pytest.fixture
 def stack(tmp_path: Path, example_catalog: Path) -> Iterator[LocalStack]:
-    from lwsflow.pipelines.local_run import start_stack
+    from lwsflow.rehearsal.local_run import start_stack
 
     s = start_stack(tmp_path / "work", example_catalog, speed=600.0)
     try:

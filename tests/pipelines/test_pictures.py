@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.kube.events import ROLLOUT_ID
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
@@ -19,6 +20,7 @@ from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
 from lwsflow.pipelines import pictures
 from lwsflow.pipelines.cli import main
+from lwsflow.pipelines.pictures import model, records
 from lwsflow.pipelines.pictures.records import Trace
 from reliability.rollout_env import NS, Env, lws_manifest, make_env, new_release
 
@@ -123,7 +125,7 @@ def test_stages_picture_draws_every_stage_and_the_rollback(recorded: Env) -> Non
     rollback = _by_gid(fig, "rollback")
     assert set(rollback) == {"rollback:beta bad release", "rollback-mark:beta bad release"}
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)  # one legend
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [t.label for t in traces]
+    assert [ax.get_yticklabels()[0].get_text() for ax in fig.axes] == [t.label for t in traces]
 
 
 def test_timeline_picture_draws_groups_gpus_and_labelled_events(recorded: Env) -> None:
@@ -199,7 +201,7 @@ def test_records_survive_only_in_the_cluster(recorded: Env) -> None:
 def test_the_demo_draws_nothing_and_says_so_on_a_cluster_without_records(tmp_path: Path) -> None:
     """A cluster whose workloads were never rolled out by lwsflow: no picture (an older one is removed),
     the reason, and every model's check false (the demo fails)."""
-    from lwsflow.pipelines import demo_pictures
+    from lwsflow.rehearsal import demo_pictures
 
     env = make_env(tmp_path / "cluster")
     try:
@@ -214,3 +216,26 @@ def test_the_demo_draws_nothing_and_says_so_on_a_cluster_without_records(tmp_pat
     assert found == {"stages.png: m's stages recorded and drawn": False,
                      "stages.png: m's bad release failed a stage and was rolled back": False}
     assert sorted(p.name for p in out.iterdir()) == ["records.json"]
+
+
+def test_every_rollout_event_names_its_rollout(recorded: Env) -> None:
+    """The engine's Events carry the rollout id (the target's ``rollout.lwsflow.io/id``): each trace gets
+    the Events of its own rollout, and each timeline panel ends with its rollout, not the next one."""
+    traces = pictures.collect(recorded.kube, NS)
+    events, _ = recorded.kube.list(EVENT, NS)
+    mine = [e for e in events if e["reason"] in records.MARKED]
+    named = {e["metadata"].get("annotations", {}).get(ROLLOUT_ID) for e in mine}
+    assert named == {t.rollout_id for t in traces}
+    for t in traces:
+        ids = {(e["metadata"]["annotations"][ROLLOUT_ID], e["reason"], e["message"]) for e in mine
+               if e["involvedObject"]["name"] == t.name}
+        assert {(t.rollout_id, r, m) for _at, r, m in t.events} <= ids, t.title
+        assert sum(1 for _at, r, _m in t.events if r == "RolloutStarted") == 1, t.title
+    for panel in model.panels(traces):
+        t = panel.trace
+        assert t.started is not None
+        last = max([t.ended or 0.0] + [at for at, _r, _m in t.events])  # a rollback settles after its end
+        assert panel.xmax * 60 <= last - t.started + 2.0, t.title
+        later = [u.started or 0.0 for u in traces if u.name == t.name and (u.started or 0.0) > t.started]
+        if later:  # the axis stops before the target's next rollout started
+            assert t.started + panel.xmax * 60 < min(later), t.title

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lwsflow.pipelines.cli import main
-from lwsflow.pipelines.refcluster import binaries, kwok_stages
+from lwsflow.rehearsal.refcluster import binaries, kwok_stages
 
 REPO = Path(__file__).resolve().parents[2]
 

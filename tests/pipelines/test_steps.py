@@ -98,7 +98,7 @@ def test_rollout_target_from_manifests() -> None:
 def test_gitops_repo_from_a_relative_work_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               example_catalog: Path) -> None:
     """`lwsflow demo` defaults to a relative --out: the seeded remote must still be reachable."""
-    from lwsflow.pipelines.local_run import init_gitops_repo
+    from lwsflow.rehearsal.local_run import init_gitops_repo
 
     monkeypatch.chdir(tmp_path)
     repo = init_gitops_repo(Path("rel/work"), example_catalog)
@@ -123,7 +123,7 @@ def test_single_environment_release_promotes_nowhere_and_says_so(
         tmp_path: Path, registry: LocalRegistry, capsys: pytest.CaptureFixture[str],
         example_catalog: Path) -> None:
     from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
-    from lwsflow.pipelines.local_run import init_gitops_repo
+    from lwsflow.rehearsal.local_run import init_gitops_repo
 
     doc = load_yaml_documents(example_catalog)[0]
     doc["environments"] = ["dev"]

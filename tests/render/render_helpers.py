@@ -44,3 +44,24 @@ def model(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
     out = copy.deepcopy(base)
     out.update(copy.deepcopy(changes))
     return out
+
+
+# The catalog of issue 31: a 405B fp8 on 2 nodes x 8 GPUs of h100-pool (H100 80GB), an 8B on one GPU.
+H100_POOL = {"name": "h100-pool", "gpu": "nvidia-h100-80gb", "gpuMemoryGiB": 80, "gpusPerNode": 8, "nodes": 8}
+BIG_405B = {"name": "big-405b", "model": "meta-llama/Llama-3.1-405B-Instruct-FP8", "parametersB": 405,
+            "dtype": "fp8", "checkpointDtype": "fp8",
+            "architecture": {"layers": 126, "attentionHeads": 128, "kvHeads": 8, "headDim": 128},
+            "image": "vllm/vllm-openai:v0.11.0", "nodePool": "h100-pool", "replicas": 2,
+            "tensorParallelSize": 8, "pipelineParallelSize": 2}
+SMALL_8B = {"name": "llama-8b", "model": "meta-llama/Llama-3.1-8B-Instruct", "parametersB": 8.03,
+            "architecture": {"layers": 32, "attentionHeads": 32, "kvHeads": 8, "headDim": 128},
+            "image": "vllm/vllm-openai:v0.11.0", "nodePool": "h100-pool", "replicas": 2,
+            "tensorParallelSize": 1}
+ENVS = [{"name": "dev", "namespace": "llm-dev"}, {"name": "prod", "namespace": "llm-prod"}]
+
+
+def user_doc(big: dict[str, Any] | None = None, small: dict[str, Any] | None = None,
+             pools: list[dict[str, Any]] | None = None, **top: Any) -> dict[str, Any]:
+    """The issue's catalog (``big`` and ``small`` replace its models), dev and prod in their namespaces."""
+    return catalog_doc(big or BIG_405B, small or SMALL_8B, pools=pools or [H100_POOL],
+                       **{"environments": ENVS, **top})

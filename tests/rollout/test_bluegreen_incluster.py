@@ -317,3 +317,46 @@ def test_pause_holds_the_weights_until_resume(env: Env) -> None:
     assert done["phase"] == "Succeeded", done
     assert env.green_weights() == [None, 0, 50, 100, None]
     assert images(env) == {f"r.example/vllm@{GREEN}"}
+
+
+def test_blue_green_policy_uses_only_the_base_and_bluegreen_roles(env: Env, tmp_path: Path) -> None:
+    """The RBAC of `strategy: blue-green`, derived (issue 31.1): a blue-green policy with the smoke
+    check (as `lwsflow controller run` wires it: green's pair, `pair/<green>`) and an analysis, run to
+    Succeeded, makes only requests overlays/controller's roles and overlays/rbac/bluegreen's grant, and
+    uses every verb of the latter a LeaderWorkerSetPair needs (the DisaggregatedSet verbs are the CLI's
+    `ds/NAME --strategy blue-green`, tests/rollout/test_rbac.py)."""
+    from lwsflow.controller.incluster.manager import Controller
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.yamlio import load_yaml_documents
+    from lwsflow.pipelines.cli.controller import _analysis, _smoke
+    from lwsflow.sim.apiserver import ApiServer
+
+    def granted(*files: Path) -> set[tuple[str, str, str]]:
+        return {(g, r, v) for f in files for d in load_yaml_documents(f) for rule in d["rules"]
+                for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+    frozen_blue(env)
+    analysis = {"metrics": [{"name": "smoke", "provider": {"smoke": {}}, "successCondition": "result >= 1"}]}
+    stages = [{"weight": 50, "checks": [{"smoke": {}}]}, {"weight": 100}]
+    env.kube.create(ROLLOUT_POLICY, NS, bg_policy(stages, analysis=analysis))
+    api = ApiServer(env.sim.cluster.store, token="bg-rbac", clock=env.sim.cluster.now, speed=env.sim.speed)
+    api.start()
+    try:
+        kcfg = str(api.write_kubeconfig(tmp_path / "controller.kubeconfig"))
+        kube = Kube.connect(kcfg)
+        ctl = Controller(kube, session.clock_for(kube), namespace=NS, smoke=_smoke(kcfg),
+                         analysis=_analysis(kube, kcfg, None, None))
+        with running(ctl):
+            wait_status(env, lambda s: bool(s.get("stableRevision")))
+            sync(env, GREEN)
+            done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"), 180)
+    finally:
+        api.stop()
+    assert done["phase"] == "Succeeded", done
+    controller_rbac = BLUE_GREEN_RBAC.parents[1] / "controller"
+    base = granted(controller_rbac / "clusterrole.yaml", controller_rbac / "role.yaml")
+    bg = granted(BLUE_GREEN_RBAC / "clusterrole.yaml")
+    used = {(g, r, v) for g, r, v in api.verbs_used() if not r.startswith("/")}
+    assert used <= base | bg, f"used but not granted: {used - base - bg}"
+    pair_only = {t for t in bg if t[1] != "disaggregatedsets"}
+    assert pair_only <= used, f"granted for a pair, unused: {pair_only - used}"

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lwsflow.controller.errors import ApiError
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Endpoints, Metrics
 from lwsflow.controller.incluster.notify import Notifier
@@ -205,10 +206,16 @@ def test_bad_input(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     before = env.kube.get(LWS, NS, "x")["metadata"]["resourceVersion"]
     bad = policy("px", "x", [{"groups": 1}, {"groups": "100%"}])
     env.kube.create(ROLLOUT_POLICY, NS, bad)
-    env.kube.merge_patch(ROLLOUT_POLICY, NS, "px", {"spec": {"stages": [{"groups": 1}]}})
+    with pytest.raises(ApiError) as exc:  # the CRD's CEL rules refuse what a rule can check, at once
+        env.kube.merge_patch(ROLLOUT_POLICY, NS, "px", {"spec": {"stages": [{"groups": 1}]}})
+    assert exc.value.status == 422 and "the last stage must be groups: 100%" in str(exc.value)
+    # a condition's grammar only the controller checks: it says what is wrong in the user's words
+    metric = {"name": "errors", "provider": {"prometheus": {"query": "up"}}, "successCondition": "result >"}
+    env.kube.merge_patch(ROLLOUT_POLICY, NS, "px", {"spec": {"analysis": {"metrics": [metric]}}})
     with running(_controller(env)):
         p = wait_policy(env, "px", lambda s: s.get("phase") == "Failed")
-    assert "stages" in p["status"]["message"] and "100%" in p["status"]["message"]
+    assert p["status"]["message"] == ("analysis metric errors: successCondition: 'result >': syntax error at "
+                                      "the end: invalid syntax")
     assert env.kube.get(LWS, NS, "x")["metadata"]["resourceVersion"] == before
 
 

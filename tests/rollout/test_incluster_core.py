@@ -167,3 +167,30 @@ def test_following_from_the_cache_never_yields_a_copy_older_than_our_write(env: 
     with pytest.raises(NotFound):
         list(inf.follow(NS, "w", wall_budget=1.0))
     assert not inf.follows({"metadata": {"resourceVersion": "opaque-v1"}})  # cannot tell older: watch
+
+
+def test_an_objects_waiters_leave_no_entry_behind(env: Env) -> None:
+    """A wait on an object registers a wake-up for that object only while someone waits: the last waiter
+    to leave removes it, so a controller that follows many objects over its life does not keep one
+    per object it ever waited on."""
+    for name in ("x", "y"):
+        env.kube.create(LWS, NS, lws_manifest(name, replicas=1))
+    stop = threading.Event()
+    inf = Informer(env.kube, LWS, NS, lambda *_a: None, stop=stop)
+    inf._relist()  # the list only: nothing changes the cache under the waiters
+
+    def never(_obj: dict) -> bool:
+        return False
+
+    long = threading.Thread(target=inf.wait_until, args=(NS, "x", never, stop), kwargs={"timeout_s": 30.0})
+    long.start()
+    end = time.monotonic() + 5
+    while (NS, "x") not in inf._waiting and time.monotonic() < end:
+        time.sleep(0.01)
+    for name in ("x", "y"):  # a second waiter on x, one on y, one follower of y: each leaves
+        assert inf.wait_until(NS, name, never, stop, timeout_s=0.05) is not None
+    assert [o["metadata"]["name"] for o in inf.follow(NS, "y", wall_budget=0.05)] == ["y"]
+    assert list(inf._waiting) == [(NS, "x")]  # only the waiter still there is registered
+    stop.set()  # the long wait ends (it looks at stop at least once a second)
+    long.join(5)
+    assert not long.is_alive() and inf._waiting == {}

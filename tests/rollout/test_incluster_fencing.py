@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
+import pytest
+from test_incluster_queue import FakeTime
 
+from lwsflow.controller.errors import Fenced, NotFound
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Endpoints, Metrics
+from lwsflow.controller.incluster.notify import Notifier
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import LEASE, ROLLOUT_POLICY
+from lwsflow.controller.kube.informer import Informer
+from lwsflow.controller.kube.ratelimit import TokenBucket
+from lwsflow.controller.kube.resources import LEASE, LWS, ROLLOUT_POLICY, SECRET
+from lwsflow.controller.policy.model import Webhook
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
@@ -133,3 +141,106 @@ def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
             assert httpx.get(url).status_code == 200
     finally:
         ep.stop()
+
+
+def test_a_write_held_in_the_token_bucket_past_the_renew_deadline_is_not_sent(env: Env) -> None:
+    """The fence is checked after the client's rate-limit wait, right before the request goes out: a
+    write that waits in the token bucket until the renew deadline has passed is refused and never
+    reaches the server. One injected clock drives the elector and the bucket."""
+    sent: list[str] = []  # the secrets writes the server saw
+
+    def hook(req: RequestInfo) -> None:
+        if req.verb in WRITES and req.resource == "secrets":
+            sent.append(req.verb)
+
+    env.sim.api.faults.request_hook = hook
+    clock = FakeTime()
+    leader = LeaderElector(env.kube, NS, "bucket", "me", lease_duration_s=15.0, renew_deadline_s=10.0,
+                           retry_period_s=2.0, monotonic=clock)
+    assert leader.step() and leader.write_fence() is None  # leader, renewed at t=0
+    kube = Kube(env.kube.api)
+    kube.limiter = TokenBucket(0.05, 1, monotonic=clock, sleep=clock.sleep)  # one now, then one per 20 s
+    fenced = kube.view(fence=leader.write_fence)
+
+    def secret(name: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": {}}
+
+    fenced.create(SECRET, NS, secret("first"))  # the bucket's one token: sent at once
+    clock.t = 5.0  # well within the renew deadline when the write is asked for...
+    with pytest.raises(Fenced, match="renew deadline"):
+        fenced.create(SECRET, NS, secret("second"))  # ...past it once its token is due (t=20)
+    assert clock.slept == [15.0]  # it did wait in the bucket
+    assert sent == ["create"]  # the server never saw the second
+    assert env.kube.get(SECRET, NS, "first")
+    with pytest.raises(NotFound):
+        env.kube.get(SECRET, NS, "second")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the crash itself
+def test_healthz_fails_once_an_informer_thread_has_died(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An informer thread killed by an error its loop does not handle (a bug) leaves its cache stale
+    for good: /healthz fails so that the kubelet restarts the replica."""
+    crash = threading.Event()
+    watch = Informer._watch
+
+    def crashing_lws_watch(self: Informer) -> None:
+        if self.res == LWS:  # listed (synced) already; its watch dies when the test says so
+            crash.wait(30)
+            raise RuntimeError("a bug in the LWS informer's loop")
+        watch(self)
+
+    monkeypatch.setattr(Informer, "_watch", crashing_lws_watch)
+    metrics = Metrics()
+    ctl = Controller(env.kube, env.clock(), namespace=NS, metrics=metrics)
+    ep = Endpoints(0, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
+    url = f"http://127.0.0.1:{ep.port}/healthz"
+    try:
+        with running(ctl):
+            end = time.monotonic() + 10
+            while not ctl.synced and time.monotonic() < end:
+                time.sleep(0.05)
+            assert ctl.synced and httpx.get(url).status_code == 200
+            crash.set()
+            codes = []
+            end = time.monotonic() + 5
+            while time.monotonic() < end and 500 not in codes:
+                codes.append(httpx.get(url).status_code)
+                time.sleep(0.05)
+            assert codes[-1] == 500, codes
+            assert httpx.get(url).status_code == 500  # for good: nothing restarts the thread
+    finally:
+        ep.stop()
+
+
+def test_a_leader_that_cannot_prove_its_lease_posts_no_webhook(env: Env) -> None:
+    """A webhook post is a write too: the controller fences its notifier on its leadership, checked
+    right before each post, so a message queued by a leader is dropped once it is past its renew
+    deadline (the standby announces what it does itself)."""
+    env.kube.create(SECRET, NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook"},
+                                 "data": {"url": "aHR0cDovL2hvb2suZXhhbXBsZQ=="}})  # http://hook.example
+    posted: list[str] = []
+
+    def post(_url: str, body: dict[str, str]) -> int:
+        posted.append(body["text"])
+        return 200
+
+    clock = FakeTime()
+    leader = LeaderElector(env.kube, NS, "notify", "me", lease_duration_s=15.0, renew_deadline_s=10.0,
+                           retry_period_s=2.0, monotonic=clock)
+    assert leader.step()
+    notifier = Notifier(env.kube, attempts=1, post=post)
+    Controller(env.kube, env.clock(), namespace=NS, leader=leader, notifier=notifier)  # wires the fence
+    hooks = [Webhook.model_validate({"secretKeyRef": {"name": "hook", "key": "url"}})]
+
+    def delivered(what: Callable[[], int]) -> None:
+        end = time.monotonic() + 10
+        while not what() and time.monotonic() < end:
+            time.sleep(0.02)
+
+    notifier.send(NS, hooks, "while leading")
+    delivered(lambda: notifier.sent)
+    clock.t = 10.0  # the renew deadline has passed: nothing is posted from now on
+    notifier.send(NS, hooks, "past the renew deadline")
+    delivered(lambda: notifier.dropped)
+    notifier.close()
+    assert (posted, notifier.sent, notifier.dropped) == (["while leading"], 1, 1)

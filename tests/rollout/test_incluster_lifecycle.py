@@ -4,15 +4,19 @@ the server side (the embedded API's ``request_hook``)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
 
+import httpx
+
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
+from lwsflow.pipelines.dashboard import serve
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest, make_env
@@ -123,7 +127,11 @@ def test_orphaned_and_invalid_policies_write_their_status_once(env: Env) -> None
     writes = Writes(env)
     env.create_ready(lws_manifest("o", replicas=2, partition=2))
     env.kube.create(ROLLOUT_POLICY, NS, policy("orphan", "missing", [{"groups": 1}, {"groups": "100%"}]))
-    env.kube.create(ROLLOUT_POLICY, NS, policy("invalid", "o", [{"groups": 1}]))  # no 100% stage
+    # admitted (the CRD's rules check a condition's characters, not its grammar), refused at reconcile
+    bad = {"metrics": [{"name": "m", "provider": {"prometheus": {"query": "up"}},
+                        "successCondition": "result >"}]}
+    env.kube.create(ROLLOUT_POLICY, NS, policy("invalid", "o", [{"groups": 1}, {"groups": "100%"}],
+                                               analysis=bad))
     with running(_controller(env, resync_s=0.5)):  # even a resync every 0.5 s rewrites nothing
         wait_policy(env, "orphan", lambda s: "target" in (s.get("message") or ""))
         wait_policy(env, "invalid", lambda s: s.get("phase") == "Failed")
@@ -132,6 +140,51 @@ def test_orphaned_and_invalid_policies_write_their_status_once(env: Env) -> None
             time.sleep(1.0)
     assert writes.to("rolloutpolicies/status", "orphan") == 1
     assert writes.to("rolloutpolicies/status", "invalid") == 1
+
+
+def _condition(s: dict, ctype: str) -> dict:
+    return next((c for c in s.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def _warnings(env: Env, name: str, reason: str) -> int:
+    items, _ = env.kube.list(EVENT, NS)
+    return sum(1 for e in items if e["involvedObject"]["name"] == name and e["reason"] == reason
+               and e["type"] == "Warning")
+
+
+def test_a_missing_target_is_marked_announced_once_and_cleared_when_it_appears(env: Env) -> None:
+    """A policy naming a target that does not exist is not a healthy idle one: TargetFound and Ready
+    False with the reason, one Warning Event however many passes look at it; once the target is
+    created TargetFound turns True and the policy adopts it as any other."""
+    env.kube.create(ROLLOUT_POLICY, NS, policy("lost", "later", [{"groups": 1}, {"groups": "100%"}]))
+    ctl = _controller(env, resync_s=0.2)
+    with running(ctl):
+        p = wait_policy(env, "lost", lambda s: _condition(s, "TargetFound").get("status") == "False")
+        found, ready = _condition(p["status"], "TargetFound"), _condition(p["status"], "Ready")
+        assert (found["reason"], ready["status"], ready["reason"]) == (
+            "TargetNotFound", "False", "TargetNotFound")
+        assert "LeaderWorkerSet/later not found in namespace default" in found["message"]
+        assert p["status"]["phase"] == "Idle" and "spec.targetRef" in p["status"]["message"]
+        assert ctl.loop is not None
+        seen = ctl.loop.reconciles
+        wait_for = time.monotonic() + 30
+        while ctl.loop.reconciles < seen + 5 and time.monotonic() < wait_for:  # resyncs look at it again
+            ctl.stop.wait(0.02)
+        assert ctl.loop.reconciles >= seen + 5
+        assert _warnings(env, "lost", "TargetNotFound") == 1
+        dash = serve(str(env.kubeconfig), NS)  # the dashboard's overview marks it
+        try:
+            page = httpx.get(dash.url, timeout=30).text
+            row = re.search(r'<tr class="([^"]*)" data-policy="default/lost"([^>]*)>', page)
+            assert row and "broken" in row[1] and 'data-problem="target missing"' in row[2]
+        finally:
+            dash.stop()
+        env.create_ready(lws_manifest("later", replicas=2, partition=2))
+        p = wait_policy(env, "lost", lambda s: _condition(s, "TargetFound").get("status") == "True"
+                        and bool(s.get("stableRevision")))
+        assert _condition(p["status"], "Ready")["status"] == "True"
+        assert "not found" not in p["status"]["message"]
+    assert _warnings(env, "lost", "TargetNotFound") == 1
 
 
 def test_a_surge_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
@@ -151,7 +204,7 @@ def test_a_surge_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
             time.sleep(1.0)
             assert writes.to("leaderworkersets", "c", since=t0) == 0
         assert "refused" in p["status"]["message"] and "maxSurge" in p["status"]["message"]
-        assert {c["reason"] for c in p["status"]["conditions"]} == {"Refused"}
+        assert {c["reason"] for c in p["status"]["conditions"] if c["type"] != "TargetFound"} == {"Refused"}
         lws = env.kube.get(LWS, NS, "c")
         assert gate.partition(lws) == 2 and not state.RolloutState.from_object(lws).id
     finally:

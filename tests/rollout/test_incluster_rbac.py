@@ -1,12 +1,20 @@
 """The controller's shipped RBAC (overlays/controller/) is exactly what it uses: derived from the
-embedded API server's request log while the in-cluster controller (with leader election and
-notifications) rolls an LWS, rolls back a bad one, rolls a P/D pair and a DisaggregatedSet."""
+embedded API server's request log while the in-cluster controller (with leader election) runs every
+check and hook a RolloutPolicy can name on served pods: the smoke check (each of its sub-checks:
+discovery, the leader's Service, placement on its node, the endpoint checks, the P/D hand-off of a
+pair), an http and a command check, an analysis (the smoke provider) and notifications (the webhook's
+Secret, through the per-namespace Role of overlays/controller/notifications) — while it rolls an LWS,
+rolls back a bad one, rolls a P/D pair and a DisaggregatedSet. pdProbe's and blue-green's opt-in
+roles are derived by tests/rollout/test_incluster_pd_probe.py and test_bluegreen_incluster.py."""
 
 from __future__ import annotations
 
 import base64
+import random
 import threading
 from pathlib import Path
+
+from rbac_kit import ANALYSIS, Sink, every_check, served, service_for, serving
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
@@ -17,18 +25,20 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import session
 from lwsflow.controller.yamlio import load_yaml_documents
+from lwsflow.pipelines.cli.controller import _analysis, _smoke
 from lwsflow.sim.apiserver import ApiServer
 from reliability.incluster_env import policy, running, sync, wait_policy
-from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
+from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, new_release
+
+__all__ = ["served"]  # the fixture, from rbac_kit
 
 OVERLAY = repo_root() / "overlays" / "controller"
-GPU_ONLY = {("", "nodes", "list")}
 
 
-def shipped() -> set[tuple[str, str, str]]:
+def granted(*files: Path) -> set[tuple[str, str, str]]:
     out = set()
-    for name in ("clusterrole.yaml", "role.yaml"):
-        for doc in load_yaml_documents(OVERLAY / name):
+    for path in files:
+        for doc in load_yaml_documents(path):
             for rule in doc["rules"]:
                 assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
                 for g in rule["apiGroups"]:
@@ -38,62 +48,96 @@ def shipped() -> set[tuple[str, str, str]]:
     return out
 
 
-def test_controller_rbac_matches_what_it_uses(env: Env, tmp_path: Path) -> None:
+def shipped() -> set[tuple[str, str, str]]:
+    """The base roles (cluster-wide and the Lease's) and the per-namespace notifications Role."""
+    return granted(OVERLAY / "clusterrole.yaml", OVERLAY / "role.yaml",
+                   OVERLAY / "notifications" / "role.yaml")
+
+
+def test_controller_rbac_matches_what_it_uses(served: Env, tmp_path: Path) -> None:
+    env = served
     # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
     # delete) is used
     env.cluster.config.max_unavailable_statefulset = True
-    env.create_ready(lws_manifest("ok", replicas=2, partition=2))
-    env.create_ready(lws_manifest("bad", replicas=2, partition=2))
+    port = random.randint(20_000, 60_000)  # the engines' port (below the ephemeral range)
+    env.create_ready(serving("ok", port, replicas=2, partition=2))
+    service_for(env, "ok", port)
+    env.create_ready(serving("bad", port, replicas=2, partition=2))
     for role, n in (("prefill", 2), ("decode", 1)):
-        env.create_ready(lws_manifest(f"c-{role}", replicas=n, partition=n,
-                                      labels={L.PD_PAIR: "c", L.ROLE: role}))
+        doc = serving(f"c-{role}", port, replicas=n, partition=n, labels={L.PD_PAIR: "c", L.ROLE: role})
+        # the role on the pods too: each engine serves its role, so the pair's smoke hands KV off
+        doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = {L.ROLE: role}
+        env.create_ready(doc)
     env.create_ready(ds_manifest("dis"))
+    sink = Sink()
     env.kube.create(SECRET, NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook"},
-                                 "data": {"url": base64.b64encode(b"http://127.0.0.1:9/x").decode()}})
+                                 "data": {"url": base64.b64encode(f"{sink.url}/hook".encode()).decode()}})
     hooks = {"webhooks": [{"secretKeyRef": {"name": "hook", "key": "url"}}]}
-    two = [{"groups": 1}, {"groups": "100%"}]
-    for name, target, kind, stages in (("ok", "ok", "LeaderWorkerSet", two),
-                                       ("bad", "bad", "LeaderWorkerSet", two),
-                                       ("c", "c", "LeaderWorkerSetPair", two),
-                                       ("dis", "dis", "DisaggregatedSet", [{"groups": "100%"}])):
+    checked = [{"groups": 1, "checks": every_check(sink.url)}, {"groups": "100%"}]
+    for name, target, kind, stages, extra in (
+            ("ok", "ok", "LeaderWorkerSet", checked, {"analysis": ANALYSIS}),
+            ("bad", "bad", "LeaderWorkerSet", [{"groups": 1}, {"groups": "100%"}], {}),
+            ("c", "c", "LeaderWorkerSetPair", checked, {}),
+            ("dis", "dis", "DisaggregatedSet", [{"groups": "100%", "checks": [{"smoke": {}}]}], {})):
         # "bad" fails its 2m deadline on purpose; the others must not fail theirs on a loaded machine
         # (2m of cluster time is 0.6 wall s at 200x), so they get 10m
         p = policy(name, target, stages, progressDeadline="2m" if name == "bad" else "10m",
-                   notifications=hooks)
+                   notifications=hooks, **extra)
         p["spec"]["targetRef"]["kind"] = kind
         env.kube.create(ROLLOUT_POLICY, NS, p)
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
     api.start()
     api._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # see rollout_env.make_env
-    kube = Kube.connect(str(api.write_kubeconfig(tmp_path / "controller.kubeconfig")))
+    kcfg = api.write_kubeconfig(tmp_path / "controller.kubeconfig")
+    kube = Kube.connect(str(kcfg))
     leader = LeaderElector(kube, NS, "lwsflow-controller", "me", lease_duration_s=3, renew_deadline_s=2,
                            retry_period_s=0.5)
     threading.Thread(target=leader.run, daemon=True).start()
     notifier = Notifier(kube, attempts=1)
+    # the checks and hooks as `lwsflow controller run` wires them (the smoke test, the analysis)
     ctl = Controller(kube, session.clock_for(kube), namespace=NS, leader=leader, notifier=notifier,
-                     resync_s=0.5)
-    with running(ctl):
-        for name in ("ok", "bad", "c", "dis"):
-            wait_policy(env, name, lambda s: bool(s.get("stableRevision")))
-        sync(env, "ok", "vllm:2")
-        sync(env, "bad", "vllm:bad", **{"sim.lwsflow.io/never-ready": "true"})
-        for role in ("prefill", "decode"):
-            sync(env, f"c-{role}", "vllm:2")
-        env.kube.merge_patch(DS, NS, "dis", {"spec": new_release(env.kube.get(DS, NS, "dis"))["spec"]})
-        wait_policy(env, "ok", lambda s: s.get("phase") == "Succeeded", timeout=90)
-        wait_policy(env, "bad", lambda s: s.get("phase") == "RolledBack", timeout=90)
-        wait_policy(env, "c", lambda s: s.get("phase") == "Succeeded", timeout=90)
-        wait_policy(env, "dis", lambda s: s.get("phase") == "Succeeded", timeout=90)
-        _wait_sent(notifier)
-    leader.stop(release=True)
-    api.stop()
+                     smoke=_smoke(str(kcfg)), analysis=_analysis(kube, str(kcfg), None, None), resync_s=0.5)
+    try:
+        with running(ctl):
+            for name in ("ok", "bad", "c", "dis"):
+                wait_policy(env, name, lambda s: bool(s.get("stableRevision")))
+            sync(env, "ok", "vllm:2")
+            sync(env, "bad", "vllm:bad", **{"sim.lwsflow.io/never-ready": "true"})
+            for role in ("prefill", "decode"):
+                sync(env, f"c-{role}", "vllm:2")
+            env.kube.merge_patch(DS, NS, "dis", {"spec": new_release(env.kube.get(DS, NS, "dis"))["spec"]})
+            ended = ("Succeeded", "RolledBack", "Failed")
+            done = {name: wait_policy(env, name, lambda s: s.get("phase") in ended, timeout=120)["status"]
+                    for name in ("ok", "bad", "c", "dis")}
+            _wait_sent(notifier)
+    finally:
+        leader.stop(release=True)
+        api.stop()
+        sink.close()
+    assert {n: s["phase"] for n, s in done.items()} == {"ok": "Succeeded", "bad": "RolledBack",
+                                                        "c": "Succeeded", "dis": "Succeeded"}, done
     assert env.kube.get(LWS, NS, "ok")
+    assert notifier.sent and not notifier.failed and sink.posts
     used = {(g, r, v) for g, r, v in api.verbs_used() if not r.startswith("/")}
-    # the capacity check lists nodes only for a template that asks for GPUs (none here; the refused
-    # surge of test_incluster_lifecycle.py runs it): granted, and the only verb this run may not use
-    used |= GPU_ONLY & shipped()
-    assert used == shipped(), f"used but not granted: {used - shipped()}; granted, unused: {shipped() - used}"
+    # Kueue's quota reads (a target with its queue label): derived by test_quota_kueue.py, on Kueue's CRDs
+    want = {t for t in shipped() if t[0] != "kueue.x-k8s.io"}
+    assert used == want, f"used but not granted: {used - want}; granted, unused: {want - used}"
+    # the Secrets the notifications read are in the policies' namespace only (a Role there suffices)
+    secret_reads = [r for r in api.request_log if r[2] == "secrets"]
+    assert secret_reads and all(r[4] == NS for r in secret_reads), secret_reads
+
+
+def test_no_cluster_wide_role_reads_secrets() -> None:
+    """Issue 36.3: Secrets are read only through the namespaced notifications Role (bound per namespace
+    where policies notify), never through a ClusterRole of any overlay."""
+    for path in sorted((repo_root() / "overlays").rglob("*.yaml")):
+        for doc in load_yaml_documents(path):
+            if isinstance(doc, dict) and doc.get("kind") == "ClusterRole":
+                assert not [r for r in doc["rules"] if "secrets" in r["resources"]], path
+    [role] = load_yaml_documents(OVERLAY / "notifications" / "role.yaml")
+    assert role["kind"] == "Role" and "namespace" not in role["metadata"]  # `-n` decides where
+    assert granted(OVERLAY / "notifications" / "role.yaml") == {("", "secrets", "get")}
 
 
 def _wait_sent(n: Notifier) -> None:

@@ -5,18 +5,30 @@ token in the controller). kube-apiserver answers a request no rule allows with 4
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import os
+import random
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
 from pathlib import Path
 
-from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from markupsafe import escape
+from rbac_kit import ANALYSIS, Sink, every_check, served, service_for, serving
+
+from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate
+from lwsflow.pipelines import kubectl_plugin
+from lwsflow.pipelines.dashboard.cache import Cache
+from lwsflow.pipelines.dashboard.pages import Renderer
 from reliability.incluster_env import SYSTEM_NS, install_rbac, policy, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
+
+__all__ = ["served"]  # the fixture, from rbac_kit
 
 
 @contextlib.contextmanager
@@ -117,3 +129,79 @@ def _wait_for_line(log: Path, line: str, *, after: int = 0, timeout: float = 60.
     while log.read_text().count(line) <= after:
         assert time.monotonic() < end, f"no {line!r} in the controller log:\n{log.read_text()}"
         time.sleep(0.1)
+
+
+def test_every_check_and_hook_with_only_the_shipped_roles(served: Env, tmp_path: Path) -> None:
+    """A policy naming every check kind (smoke, http, command), an analysis and notifications, run by
+    the controller process with only the ServiceAccount's token, bound to overlays/controller's roles
+    and, in the policy's namespace, overlays/controller/notifications' Role (what docs/controller.md
+    tells an operator to apply): Succeeded, no 403 anywhere, the webhook's URL read from its Secret."""
+    env = served
+    port = random.randint(20_000, 60_000)
+    env.create_ready(serving("m", port, replicas=2, partition=2))
+    service_for(env, "m", port)
+    sink = Sink()
+    env.kube.create(SECRET, NS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook"},
+                                 "data": {"url": base64.b64encode(f"{sink.url}/hook".encode()).decode()}})
+    env.kube.create(ROLLOUT_POLICY, NS, policy(
+        "m", "m", [{"groups": 1, "checks": every_check(sink.url)}, {"groups": "100%"}],
+        analysis=ANALYSIS, notifications={"webhooks": [{"secretKeyRef": {"name": "hook", "key": "url"}}]}))
+    sa = install_rbac(env, tmp_path, notifications=NS)
+    log = tmp_path / "controller.log"
+    try:
+        with controller_process(sa, log) as proc:
+            wait_or_log(env, log, lambda s: bool(s.get("stableRevision")), timeout=60)
+            sync(env, "m", "vllm:2")
+            done = wait_or_log(env, log, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"),
+                               timeout=120)
+            end = time.monotonic() + 30
+            while not any(b"succeeded" in p for p in sink.posts):  # the webhook thread posts after the status
+                assert time.monotonic() < end and proc.poll() is None, log.read_text()
+                time.sleep(0.05)
+    finally:
+        sink.close()
+    text = log.read_text()
+    assert done["status"]["phase"] == "Succeeded", (done["status"], text)
+    assert "orbidden" not in text and "Traceback" not in text, text
+
+
+def test_a_check_refused_by_rbac_fails_with_the_api_servers_words(served: Env, tmp_path: Path) -> None:
+    """The smoke check's placement reads each pod's node (``list`` with a name field selector); with
+    that verb taken out of the role the check fails, and every place that says why the release was
+    rolled back carries the cause in the API server's words (403, the verb and the object), not only
+    the check's name: status.message, the Warning Events on the policy, the controller's log and
+    `kubectl lwsflow status`."""
+    env = served
+    port = random.randint(20_000, 60_000)
+    env.create_ready(serving("m", port, replicas=2, partition=2))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("m", "m", [{"groups": 1, "checks": [{"smoke": {}}]},
+                                                          {"groups": "100%"}]))
+    sa = install_rbac(env, tmp_path, drop=("nodes", "list"))
+    log = tmp_path / "controller.log"
+    with controller_process(sa, log):
+        wait_or_log(env, log, lambda s: bool(s.get("stableRevision")), timeout=60)
+        sync(env, "m", "vllm:2")
+        done = wait_or_log(env, log, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"),
+                           timeout=120)
+    cause = (f'403 Forbidden: nodes is forbidden: User "system:serviceaccount:{SYSTEM_NS}:lwsflow-controller"'
+             ' cannot list resource "nodes" in API group "" at the cluster scope')
+    message = done["status"]["message"]
+    assert done["status"]["phase"] == "RolledBack", done["status"]
+    assert "smoke failed: placement@lws/m: cannot read node " in message and cause in message, message
+    events = {e["reason"]: e for e in env.kube.list(EVENT, NS)[0]
+              if e["involvedObject"].get("kind") == "RolloutPolicy"}
+    for reason in ("CheckFailed", "RolloutRolledBack"):
+        assert events[reason]["type"] == "Warning" and cause in events[reason]["message"], events[reason]
+    assert cause in log.read_text(), log.read_text()
+    # the dashboard's rollout page: the status message and the Events, as the cache holds them
+    cache = Cache(NS)
+    cache.seed("rolloutpolicies", [env.kube.get(ROLLOUT_POLICY, NS, "m")])
+    cache.seed("leaderworkersets", [env.kube.get(LWS, NS, "m")])
+    cache.seed("events", env.kube.list(EVENT, NS)[0])
+    page = Renderer(cache, now=time.time).rollout_fragment(NS, "m")
+    assert page.count(str(escape(cause))) >= 3, page  # the message, CheckFailed, RolloutRolledBack
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert kubectl_plugin.main(["status", "m", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
+    assert "RolledBack" in out.getvalue() and cause in out.getvalue(), out.getvalue()
+

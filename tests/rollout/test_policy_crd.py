@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from lwsflow.controller.api.crd import crd_info
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
-from lwsflow.controller.policy import crd
+from lwsflow.controller.policy import crd, problems
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from reliability.rollout_env import NS, Env
 
@@ -41,6 +41,9 @@ def test_schema_is_structural() -> None:
         if node.get("x-kubernetes-int-or-string"):
             assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
             return
+        if node.get("x-kubernetes-preserve-unknown-fields") and set(node) <= {
+                "x-kubernetes-preserve-unknown-fields", "description"}:
+            return  # a number or a text like "0.5%" (compare.tolerance): free-form, the model checks it
         assert "anyOf" not in node and "type" in node, path
         assert "default" not in node, path  # the model's defaults only (crd._without_defaults)
         # OpenAPI 3.0 bounds: apiextensions v1 decodes exclusiveMinimum/Maximum as Go bools (a number
@@ -79,11 +82,43 @@ def test_invalid_specs_name_the_field(spec: dict, field: str) -> None:
     assert field in str(exc.value)
 
 
+_METRIC = {"name": "errors", "provider": {"prometheus": {"query": "up"}}}
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ({"stages": [{"groups": 1}, {"groups": "150%"}, {"groups": "100%"}]},
+     "stage 2: groups must be a number of groups (1 or more) or a percent from 1% to 100%, like 25% "
+     "(got '150%')"),
+    ({"stages": [{"groups": 0}, {"groups": "100%"}]}, "stage 1: groups must be a number of groups"),
+    ({"stages": [{"groups": 1}, {"groups": "100%", "bake": "5 m"}]},
+     "stage 2: bake: '5 m' is not a duration like 90s, 5m, 1h30m or 500ms, or plain seconds like 90"),
+    ({"stages": [{"groups": 1, "checks": [{"smoke": {}}, {}]}, {"groups": "100%"}]},
+     "stage 1, check 2: a check sets exactly one of smoke, http, command"),
+    ({"analysis": {"metrics": [{**_METRIC, "successCondition": "result >"}]}},
+     "analysis metric errors: successCondition: 'result >': syntax error at the end: invalid syntax"),
+    ({"analysis": {"metrics": [{**_METRIC, "failureCondition": "result > > 1"}]}},
+     "analysis metric errors: failureCondition: 'result > > 1': syntax error at column 10: invalid syntax"),
+    ({"onFailure": "ignore"}, "onFailure: Input should be 'rollback' or 'hold' (got 'ignore')"),
+    ({"progressDeadline": "0s"}, "progressDeadline: must be above 0 (got '0s')"),
+    ({"targetRef": {"kind": "DisaggregatedSet", "name": "d"}},
+     "a DisaggregatedSet target has exactly one stage (groups: 100%)"),
+])
+def test_reconcile_time_problems_in_the_users_words(spec: dict, says: str) -> None:
+    """What the controller writes to status.message for a policy the model refuses: stages and checks
+    counted from 1, a metric by its name, no "Value error," (controller/policy/problems.py)."""
+    body = policy(**spec)["spec"]
+    with pytest.raises(ValidationError) as exc:
+        RolloutPolicySpec.model_validate(body)
+    text = problems.describe(exc.value, body)
+    assert text.startswith(says), text
+    assert "Value error" not in text and "stages.1" not in text
+
+
 def test_durations() -> None:
-    # the one grammar (tests/api/test_duration.py): Go-style strings, no plain seconds in a policy
+    # the one grammar (tests/api/test_duration.py): Go-style, or plain seconds
     assert duration_seconds("1h30m") == 5400 and duration_seconds("90s") == 90
-    assert duration_seconds("1d") == 86400
-    for bad in ("", "5", "1w", "m"):
+    assert duration_seconds("1d") == 86400 and duration_seconds("5") == 5
+    for bad in ("", "5 m", "1w", "m"):
         with pytest.raises(ValueError):
             duration_seconds(bad)
 

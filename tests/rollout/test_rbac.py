@@ -1,13 +1,15 @@
 """The shipped RBAC is exactly what the controller uses: derived from the embedded API server's
-request log over a rollout, a rollback (with a forced group recreate), a P/D pair and a DS, and
-blue-green of a pair and of a DS."""
+request log over a rollout with `--smoke` (on serving pods behind a Service), a rollback (with a
+forced group recreate), a P/D pair and a DS, and blue-green of a pair and of a DS."""
 
 from __future__ import annotations
 
 import contextlib
+import random
 from pathlib import Path
 
 import pytest
+from rbac_kit import served, service_for, serving
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
@@ -17,6 +19,8 @@ from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
 from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
+
+__all__ = ["served"]  # the fixture (pods with stand-in engines, for --smoke), from rbac_kit
 
 RBAC = repo_root() / "overlays" / "rbac"
 BLUE_GREEN = RBAC / "bluegreen"  # the opt-in role of --strategy blue-green
@@ -35,14 +39,20 @@ def shipped(folder: Path = RBAC) -> set[tuple[str, str, str]]:
     return out
 
 
-def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None:
+def test_rbac_matches_what_the_controller_uses(served: Env, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from lwsflow.pipelines.cli import main
+
+    env = served
     # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
     # delete) is used
     env.cluster.config.max_unavailable_statefulset = True
     opts = RolloutOptions(stages="1,100%", deadline_s=90)
-    good = lws_manifest("ok", replicas=2)
+    port = random.randint(20_000, 60_000)  # the stand-in engines' port (below the ephemeral range)
+    good = serving("ok", port, replicas=2)
     env.create_ready(good)
+    service_for(env, "ok", port)
     bad = lws_manifest("bad", replicas=2)
     env.create_ready(bad)
     p = lws_manifest("c-prefill", replicas=2, labels={L.PD_PAIR: "c", L.ROLE: "prefill"})
@@ -54,14 +64,21 @@ def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None
     # the controller gets its own API server on the same store: its log holds only the controller
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
     api.start()
-    kube = Kube.connect(str(api.write_kubeconfig(tmp_path / "controller.kubeconfig")))
+    kcfg = api.write_kubeconfig(tmp_path / "controller.kubeconfig")
+    kube = Kube.connect(str(kcfg))
     clock = session.clock_for(kube)
-    for name, doc in (("ok", new_release(good)),
-                      ("bad", new_release(bad, **{"sim.lwsflow.io/never-ready": "true"}))):
-        f = tmp_path / f"{name}.yaml"
-        f.write_text(dump_yaml(doc))
-        out = session.run(kube, clock, session.parse_target(f"lws/{name}", NS), opts, manifest=f)
-        assert out.result == ("succeeded" if name == "ok" else "rolled-back"), out.message
+    # `lwsflow rollout --smoke` as a user runs it: the smoke's reads (the LWS, its pods, the leader
+    # StatefulSet's revision, the Services, the nodes) are derived too, not just granted
+    f = tmp_path / "ok.yaml"
+    f.write_text(dump_yaml(new_release(good)))
+    report = tmp_path / "ok.json"
+    assert main(["rollout", "lws/ok", "-n", NS, "--kubeconfig", str(kcfg), "--manifest", str(f),
+                 "--stages", "1,100%", "--smoke", "--report", str(report)]) == 0, capsys.readouterr()
+    assert '"smoke passed"' in report.read_text()  # every stage smoked, and passed
+    f = tmp_path / "bad.yaml"
+    f.write_text(dump_yaml(new_release(bad, **{"sim.lwsflow.io/never-ready": "true"})))
+    out = session.run(kube, clock, session.parse_target("lws/bad", NS), opts, manifest=f)
+    assert out.result == "rolled-back", out.message
     f = tmp_path / "pair.yaml"
     f.write_text(dump_yaml(new_release(p)) + "---\n" + dump_yaml(new_release(d)))
     assert session.run(kube, clock, session.parse_target("pair/c", NS), opts,
@@ -82,10 +99,13 @@ def test_rbac_matches_what_the_controller_uses(env: Env, tmp_path: Path) -> None
     # With blue-green, the two roles together are exactly what is used, and grant nothing twice.
     optional = {("gateway.networking.k8s.io", "httproutes", "list")}
     assert optional <= shipped(BLUE_GREEN)
-    assert partition_used - optional == shipped(), (
+    # Kueue's quota reads (a target with its queue label) are derived by test_quota_kueue.py, whose
+    # cluster serves Kueue's CRDs
+    kueue = {t for t in shipped() if t[0] == "kueue.x-k8s.io"}
+    assert partition_used - optional == shipped() - kueue, (
         f"used but not granted: {partition_used - optional - shipped()}; granted, unused: "
-        f"{shipped() - partition_used}")
-    both = shipped() | shipped(BLUE_GREEN)
+        f"{shipped() - kueue - partition_used}")
+    both = shipped() - kueue | shipped(BLUE_GREEN)
     assert not shipped() & shipped(BLUE_GREEN)
     assert used == both, f"used but not granted: {used - both}; granted, unused: {both - used}"
 
@@ -169,6 +189,7 @@ def _install_rbac(env: Env, tmp_path: Path, *, drop_verb: tuple[str, str] | None
         for rule in role["rules"]:
             if resource in rule["resources"]:
                 rule["verbs"].remove(verb)
+        role["rules"] = [r for r in role["rules"] if r["verbs"]]  # RBAC refuses a rule with no verb
         (overlay / "clusterrole.yaml").write_text(dump_yaml(role))
     kubectl = Path(sys.executable).parent / "kubectl"
     proc = subprocess.run([str(kubectl), "--kubeconfig", str(env.kubeconfig), "apply", "-k", str(overlay)],
@@ -220,3 +241,35 @@ def test_a_missing_verb_fails_the_rollout_with_403(env: Env, tmp_path: Path,
                    f'"leaderworkersets" in API group "leaderworkerset.x-k8s.io" in the namespace "{NS}"')
     live = env.kube.get(LWS, NS, "m")
     assert gate.partition(live) == 0 and live["metadata"]["generation"] == 1
+
+
+@pytest.mark.parametrize("drop", [None, ("services", "list")], ids=["shipped", "without-services-list"])
+def test_smoke_rollout_with_only_the_service_account(served: Env, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     drop: tuple[str, str] | None) -> None:
+    """`lwsflow rollout --smoke` with the ServiceAccount's token: the shipped role lets the smoke read
+    everything it checks (the leaders' Service included), so it passes. Without `services list` the
+    smoke does not quietly skip the Service: its 403 fails the stage, in the API server's words."""
+    from lwsflow.pipelines.cli import main
+
+    env = served
+    port = random.randint(20_000, 60_000)
+    base = serving("m", port, replicas=2)
+    env.create_ready(base)
+    service_for(env, "m", port)
+    sa = _install_rbac(env, tmp_path, drop_verb=drop)
+    mf = tmp_path / "m.yaml"
+    mf.write_text(dump_yaml(new_release(base)))
+    report = tmp_path / "m.json"
+    code = main(["rollout", "lws/m", "-n", NS, "--kubeconfig", str(sa), "--manifest", str(mf),
+                 "--stages", "1,100%", "--smoke", "--report", str(report)])
+    out = capsys.readouterr()
+    if drop is None:
+        assert code == 0 and "succeeded" in out.out, out
+        assert '"smoke passed"' in report.read_text() and "orbidden" not in out.out + out.err
+        return
+    cause = (f'service@lws/m: cannot list services in {NS}: 403 Forbidden: services is forbidden: User '
+             '"system:serviceaccount:lwsflow-system:lwsflow-rollout" cannot list resource "services" in '
+             f'API group "" in the namespace "{NS}"')
+    assert code != 0 and "rolled-back" in out.out, out
+    assert f"stage 1 hook failed: smoke failed: {cause}" in out.out, out.out

@@ -394,7 +394,7 @@ def test_run_subcommand_and_the_documented_short_form(env: Env, tmp_path: Path,
 
 @pytest.mark.parametrize(("args", "hint"), [
     pytest.param(["lws/x", "pause"], "lwsflow rollout pause lws/x", id="action_after_target"),
-    pytest.param(["rollback", "lws/x"], "run|pause|resume|abort|status", id="unknown_action"),
+    pytest.param(["rollback", "lws/x"], "run|pause|resume|promote|abort|status", id="unknown_action"),
 ])
 def test_unknown_forms_get_a_one_line_hint(args: list[str], hint: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

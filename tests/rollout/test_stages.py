@@ -54,12 +54,12 @@ def test_partition_and_fraction() -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("5m", 300), ("90s", 90), ("1h", 3600), ("250ms", 0.25),
                                                ("12", 12), ("1.5m", 90)])
 def test_durations(text: str, seconds: float) -> None:
-    assert parse_duration(text, "bake", bare_seconds=True) == seconds  # --bake takes plain seconds
+    assert parse_duration(text, "bake") == seconds  # plain seconds too: the one grammar
 
 
 def test_bad_duration() -> None:
     with pytest.raises(InvalidInput, match="duration") as exc:
-        parse_duration("5 minutes", "bake", bare_seconds=True)
+        parse_duration("5 minutes", "bake")
     assert exc.value.field == "bake"
 
 
@@ -72,7 +72,7 @@ def test_stage_items_match_whole_text(spec: str) -> None:
 @pytest.mark.parametrize("bad", ["5m\nx", "5mx", "m5"])
 def test_duration_matches_whole_text(bad: str) -> None:
     with pytest.raises(InvalidInput):
-        parse_duration(bad, "bake", bare_seconds=True)
+        parse_duration(bad, "bake")
 
 
 @pytest.mark.parametrize(("text", "ns", "field"), [

@@ -13,11 +13,11 @@ import pytest
 
 from lwsflow.components import deploy
 from lwsflow.components.catalog import load_catalog
-from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
 from lwsflow.components.manifests import render_model
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.rehearsal.catalog_cluster import cluster_config_for, secret_refs
 from lwsflow.sim.router import Router
 from lwsflow.sim.testing import EmbeddedCluster
 

@@ -34,8 +34,11 @@ def test_crash_recreates_whole_group_others_untouched(cluster: Cluster):
     assert cluster.store.get(STS, NS, "demo-1")["metadata"]["uid"] != wsts1
     assert _uids(cluster, "demo-0") == g0 and _uids(cluster, "demo-2") == g2
     ev = _events(cluster, "RecreateGroup")
-    assert len(ev) == 1 and ev[0]["involvedObject"]["name"] == "demo-1"
-    assert ev[0]["involvedObject"]["kind"] == "Pod"
+    # as upstream's recorder writes it: on the LeaderWorkerSet, related to the deleted leader
+    assert len(ev) == 1 and ev[0]["involvedObject"]["name"] == "demo"
+    assert ev[0]["involvedObject"]["kind"] == "LeaderWorkerSet"
+    assert (ev[0]["related"]["kind"], ev[0]["related"]["name"]) == ("Pod", "demo-1")
+    assert ev[0]["reportingComponent"] == "leaderworkerset"
     assert counters(cluster)[1] == 2
     cluster.run_until(available(), 3600)
     assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0

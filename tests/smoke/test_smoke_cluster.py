@@ -152,10 +152,9 @@ def test_revision_only_checks_the_new_revision(sim: Sim):
                                       "rollingUpdateConfiguration": {"partition": 1, "maxUnavailable": 1}}
     sim.create(obj)
     sim.wait_engines(2)
-    live = sim.kube.get(LWS, "default", "rev")
-    tpl = live["spec"]["leaderWorkerTemplate"]["workerTemplate"]
-    tpl["metadata"]["annotations"][ENGINE_MODE_ANNOTATION] = "status500:chat"  # the new release is bad
-    sim.kube.request("PUT", LWS.path("default", "rev"), body=live)
+    # the new release is bad; a merge patch, not a read-then-PUT the LWS controller's writes can overtake
+    sim.kube.merge_patch(LWS, "default", "rev", {"spec": {"leaderWorkerTemplate": {"workerTemplate": {
+        "metadata": {"annotations": {ENGINE_MODE_ANNOTATION: "status500:chat"}}}}}})
     # the rolled group's leader is recreated under the same name; wait for its engine with the new mode
     _wait(lambda: any(h.engine.faults.items for h in sim.hook.engines.values()))
     cfg = dict(targets=["lws/rev"], kubeconfig=str(sim.kubeconfig), placement=False)
@@ -288,3 +287,41 @@ def test_readiness_probe_on_a_port_nobody_listens_on_never_turns_ready(sim: Sim)
     events = sim.kube.list(EVENT, "default")[0]
     assert any(e.get("reason") == "Unhealthy" and "Readiness probe failed" in e.get("message", "")
                and f":{port + 5}" in e.get("message", "") for e in events)
+
+
+def test_services_that_cannot_be_read_fail_a_service_check(sim: Sim, tmp_path: Path):
+    """A role without services `list`: the smoke does not fall back to the pod spec's port in silence
+    (the leaders' Service would go unchecked), it fails a ``service`` check in the API server's words;
+    the endpoints are still checked. With the verb granted, nothing fails."""
+    from lwsflow.pipelines.cli import main
+
+    rules = [{"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["get"]},
+             {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]},
+             {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get"]}]
+    sim.kube.request("POST", "/api/v1/namespaces/default/serviceaccounts",
+                     body={"metadata": {"name": "smoker", "namespace": "default"}})
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    sim.kube.request("POST", f"{rbac}/clusterroles", body={"metadata": {"name": "smoker"}, "rules": rules})
+    sim.kube.request("POST", f"{rbac}/clusterrolebindings", body={
+        "metadata": {"name": "smoker"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "smoker"},
+        "subjects": [{"kind": "ServiceAccount", "name": "smoker", "namespace": "default"}]})
+    sa = tmp_path / "smoker.kubeconfig"
+    assert main(["sim", "token", "smoker", "-n", "default", "--kubeconfig", str(sim.kubeconfig),
+                 "--kubeconfig-out", str(sa)]) == 0
+    sim.create(lws("llm", replicas=1, exclusive=False))
+    sim.wait_engines(1)
+    cfg = fast_config(targets=["lws/llm"], kubeconfig=str(sa), request_timeout_s=3.0)
+    report = run_smoke(cfg)
+    assert failed_names(report) == {"service"}, [(c.name, c.detail) for c in report.failed()]
+    [svc] = by_name(report)["service"]
+    assert svc.target == "lws/llm"
+    assert svc.detail == ('cannot list services in default: 403 Forbidden: services is forbidden: User '
+                          '"system:serviceaccount:default:smoker" cannot list resource "services" in API '
+                          'group "" in the namespace "default"'), svc.detail
+    assert [c.passed for c in report.checks if c.name == "health"] == [True]  # still checked
+    rules.append({"apiGroups": [""], "resources": ["services"], "verbs": ["list"]})
+    sim.kube.request("PUT", f"{rbac}/clusterroles/smoker",
+                     body={"metadata": {"name": "smoker"}, "rules": rules})
+    report = run_smoke(cfg)
+    assert report.passed, [(c.name, c.detail) for c in report.failed()]

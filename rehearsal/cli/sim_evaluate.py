@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.sim import sim_app
+from lwsflow.rehearsal.cli.sim import sim_app
 
 
 @sim_app.command("evaluate")

@@ -4,7 +4,7 @@ The renderer pins every GPU pod to its pool with the pool's ``nodeSelector`` plu
 ``nvidia.com/gpu.product: <gpu>`` and gives it the pool's tolerations; a simulated pool built here
 carries exactly those labels, a taint for each toleration (so only the catalog's pods land on it,
 as on a real tainted GPU pool), the pool's topology key and its CPU/memory per node. Used by
-``lwsflow sim serve --catalog`` and by the local pipeline stack (``lwsflow.pipelines.local_run``).
+``lwsflow sim serve --catalog`` and by the local pipeline stack (``lwsflow.rehearsal.local_run``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.sim import sim_app
+from lwsflow.rehearsal.cli.sim import sim_app
 
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

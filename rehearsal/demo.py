@@ -20,6 +20,8 @@
    run`` against a real Prometheus, new revision against stable, traffic through the router) fails at
    the first stage and the controller rolls back; the demo checks the cluster is still on the good
    revision and the next environment was not promoted.
+6. With ``--keep`` (``Keep``), leave the embedded cluster, the controller and the dashboard up after
+   the checks, until Ctrl-C, so the rollouts can still be looked at and steered.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import contextlib
 import io
 import json
 import re
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -44,8 +48,8 @@ from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import parse_yaml_documents
-from lwsflow.pipelines import demo_controller
-from lwsflow.pipelines.local_run import (
+from lwsflow.rehearsal import demo_controller
+from lwsflow.rehearsal.local_run import (
     ANSI,
     LocalStack,
     PipelineRun,
@@ -62,7 +66,8 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 BAD_CONTEXT = "images/engine-slower"
 VERBOSE = [False]  # set by run_demo(verbose=...): show the runner's whole output
 GOOD_TTFT_S = 0.045  # every stand-in engine's TTFT unless its image's profile says otherwise
-SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * 1.4, 4))  # the bad release: ready, 40% slower TTFT
+SLOWER_FACTOR = 1.4  # the bad release: ready, 40% slower TTFT (`demo --bad-release`'s help says so)
+SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * SLOWER_FACTOR, 4))
 GATEWAY = "inference-gateway"  # the Gateway the demo's llm-d HTTPRoutes attach to
 LOAD_RATE = 5.0  # analysis traffic through the router, requests per second (TTFTs are fixed: few suffice)
 # The analysis the analysed model's policy runs after each stage (a command check): p95 TTFT of the
@@ -76,6 +81,18 @@ ANALYSIS_SPEC: dict[str, Any] = {"window": "5s", "metrics": [{
         'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
         '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[{{window}}])))')}},
     "compare": {"mode": "relative", "tolerance": 10}}]}
+
+
+@dataclass
+class Keep:
+    """``--keep``: after its checks the demo keeps the embedded cluster, the controller and the
+    dashboard up until ``stop`` is set (Ctrl-C or SIGTERM); ``up`` is set once they are kept, with
+    ``dashboard_url`` and ``kubeconfig`` filled in, so a caller waits on it rather than on time."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    up: threading.Event = field(default_factory=threading.Event)
+    dashboard_url: str = ""
+    kubeconfig: str = ""
 
 
 @dataclass
@@ -261,7 +278,7 @@ def _verdict(run: PipelineRun) -> str:
 def _pictures(stack: LocalStack, out: Path, released: list[str], bad_model: str | None) -> bool:
     """``stages.png`` and ``timeline.png`` from what the cluster recorded (``lwsflow report``'s code);
     False (the demo fails) when they would not show every released model's stages and the rollback."""
-    from lwsflow.pipelines import demo_pictures
+    from lwsflow.rehearsal import demo_pictures
 
     paths, checks, empty = demo_pictures.draw(stack.kubeconfig, out, released, bad_model)
     if empty:
@@ -328,10 +345,11 @@ def _with_llmd(catalog: Path, cat: Catalog, workdir: Path) -> tuple[Path, Catalo
 
 
 def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool = True,
-             speed: float = 600.0, seed: bool = True, verbose: bool = False) -> int:
-    """The demo; returns the exit code (0 when every release deployed and the bad one was caught)."""
+             speed: float = 600.0, seed: bool = True, verbose: bool = False, keep: Keep | None = None) -> int:
+    """The demo; returns the exit code (0 when every release deployed and the bad one was caught).
+    With ``keep``, everything stays up after the checks until ``keep.stop`` is set."""
     from lwsflow.components.catalog import load_catalog
-    from lwsflow.pipelines.local_run import seed_cluster, start_stack
+    from lwsflow.rehearsal.local_run import seed_cluster, start_stack
 
     t0 = time.monotonic()
     VERBOSE[0] = verbose
@@ -357,7 +375,9 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
         from lwsflow.pipelines.dashboard import serve
 
         dash = serve(str(stack.kubeconfig), namespace=None)  # open while the demo runs (docs/dashboard.md)
-        console.print(f"dashboard {dash.url} (`lwsflow dashboard -A`: the rollouts live; open it now)")
+        console.print(f"dashboard {dash.url} (`lwsflow dashboard -A`: the rollouts live; open it now; "
+                      + ("it stays up after the demo until Ctrl-C)" if keep else "it stops with the demo, "
+                         "`--keep` keeps it)"))
         console.print(f"stand-in llm-d router {stack.router.url} (proxy + EPP over the cluster's "
                       "InferencePools)" + (f", Prometheus {stack.prometheus.url} (scrapes the analysed "
                                            "model's pods every second)" if stack.prometheus else ""))
@@ -382,14 +402,37 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
                                              lambda text: print(text, file=real, flush=True))
                     if ctl is not None else None)
         with promoter or contextlib.nullcontext():
-            return _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter, analysed,
+            code = _releases(stack, out, chosen, source, target, bad_release, t0, ctl, promoter, analysed,
                              routed, cat)
+        if keep is not None:
+            _keep_up(keep, stack, dash.url, ctl is not None, speed)
+        return code
     finally:
         if ctl is not None:
             ctl.stop()
         if dash is not None:
             dash.stop()
         stack.close()
+
+
+def _keep_up(keep: Keep, stack: LocalStack, dashboard_url: str, controller: bool, speed: float) -> None:
+    """Hold everything up until ``keep.stop`` (Ctrl-C, SIGTERM, or a caller) after saying how to reach it."""
+    keep.dashboard_url, keep.kubeconfig = dashboard_url, str(stack.kubeconfig)
+    console.print(f"[bold]--keep:[/] dashboard {dashboard_url}, "
+                  + ("the in-cluster controller, " if controller else "")
+                  + f"the embedded cluster {stack.api.base_url} (x{speed:g} virtual time) stay up until "
+                  f"Ctrl-C; in another terminal: export KUBECONFIG={stack.kubeconfig}, then "
+                  "`kubectl lwsflow get -A` or `kubectl get lws -A`")
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: keep.stop.set()) if main else None
+    keep.up.set()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a kept demo ends
+            keep.stop.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    console.print("--keep: stopping the dashboard, the controller and the embedded cluster")
 
 
 def _analysis_target(cat: Catalog, env: str, chosen: list[str],

@@ -33,8 +33,8 @@ def up(
 ) -> None:
     """Start the reference cluster and print the path of its admin kubeconfig (mode 0600)."""
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.pipelines.refcluster.launcher import UpOptions
-    from lwsflow.pipelines.refcluster.launcher import up as start
+    from lwsflow.rehearsal.refcluster.launcher import UpOptions
+    from lwsflow.rehearsal.refcluster.launcher import up as start
 
     if not timeout > 0:
         raise InvalidInput(f"must be greater than 0, got {timeout:g}", field="--timeout")
@@ -47,7 +47,7 @@ def up(
 @refcluster_app.command("down")
 def down(state_dir: StateDir = _STATE) -> None:
     """Stop the reference cluster's programs and remove its state folder."""
-    from lwsflow.pipelines.refcluster.launcher import down as stop
+    from lwsflow.rehearsal.refcluster.launcher import down as stop
 
     stopped = stop(state_dir)
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
@@ -56,6 +56,6 @@ def down(state_dir: StateDir = _STATE) -> None:
 @refcluster_app.command("kubeconfig")
 def kubeconfig(state_dir: StateDir = _STATE) -> None:
     """Print the path of the running reference cluster's admin kubeconfig."""
-    from lwsflow.pipelines.refcluster.launcher import kubeconfig_path
+    from lwsflow.rehearsal.refcluster.launcher import kubeconfig_path
 
     print(kubeconfig_path(state_dir).resolve())

@@ -12,4 +12,4 @@ sim_app = typer.Typer(help="The embedded, virtual-time GPU cluster.", no_args_is
 app.add_typer(sim_app, name="sim")
 
 for _name in ("sim_run", "sim_serve", "sim_evaluate", "sim_token"):
-    importlib.import_module(f"lwsflow.pipelines.cli.{_name}")
+    importlib.import_module(f"lwsflow.rehearsal.cli.{_name}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.sim import sim_app
+from lwsflow.rehearsal.cli.sim import sim_app
 
 
 @sim_app.command("serve")
@@ -99,7 +99,7 @@ def serve(
         raise InvalidInput("give --config or --catalog, not both", field="--catalog")
     if catalog is not None:
         from lwsflow.components.catalog import load_catalog
-        from lwsflow.components.catalog_cluster import cluster_config_for
+        from lwsflow.rehearsal.catalog_cluster import cluster_config_for
 
         cfg = cluster_config_for(load_catalog(catalog))
     else:

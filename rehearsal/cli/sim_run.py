@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lwsflow.pipelines.cli.sim import sim_app
+from lwsflow.rehearsal.cli.sim import sim_app
 
 
 @sim_app.command("run")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from lwsflow.controller.api import paths
 from lwsflow.controller.errors import ApiError, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
-from lwsflow.pipelines.refcluster import binaries, kwok_stages, pki
+from lwsflow.rehearsal.refcluster import binaries, kwok_stages, pki
 
 if TYPE_CHECKING:
     from lwsflow.sim.config import ClusterConfig
@@ -196,7 +196,7 @@ def _nodes(catalog: Path | None) -> list[dict[str, Any]]:
 
     if catalog is not None:
         from lwsflow.components.catalog import load_catalog
-        from lwsflow.components.catalog_cluster import cluster_config_for
+        from lwsflow.rehearsal.catalog_cluster import cluster_config_for
 
         return node_objects(cluster_config_for(load_catalog(catalog)))
     return node_objects(ClusterConfig.default())

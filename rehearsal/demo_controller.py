@@ -44,7 +44,7 @@ def bin_dir() -> Path:
 def install_rbac(admin: Kube, admin_kubeconfig: Path, kubeconfig_out: Path) -> Path:
     """Apply overlays/controller's ServiceAccount, ClusterRole, Role and bindings (its namespace
     first); write a kubeconfig with the ServiceAccount's token (TokenRequest API)."""
-    from lwsflow.pipelines.cli.sim_token import token
+    from lwsflow.rehearsal.cli.sim_token import token
 
     with contextlib.suppress(Conflict):
         admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": SYSTEM_NS}})

@@ -227,8 +227,8 @@ def start_stack(workdir: Path, catalog_path: Path, speed: float = 600.0, *,
     stand-in llm-d router over the cluster's InferencePools; ``prometheus``: a real Prometheus
     scraping every second, with no targets until the caller has it ``follow`` some pods."""
     from lwsflow.components.catalog import load_catalog
-    from lwsflow.components.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.components.images import LocalRegistry
+    from lwsflow.rehearsal.catalog_cluster import cluster_config_for, secret_refs
     from lwsflow.sim.testing import EmbeddedCluster
 
     cat = loaded if loaded is not None else load_catalog(catalog_path)

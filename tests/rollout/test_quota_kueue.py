@@ -1,0 +1,325 @@
+"""Quota-aware rollouts under Kueue (rollout/quota.py): free quota per flavor, the template changes
+Kueue's webhook refuses, and on the embedded cluster with Kueue's own CRDs (the pinned
+sigs.k8s.io/kueue module, scripts/upstream/go.mod) and quota objects whose status is set by the test:
+a surge within quota is planned, a surge without quota is refused before any write or rolled in place
+(``--on-quota-shortage inPlace``, a RolloutPolicy's ``quota.onShortage``), a GPU request change on a
+queue-managed LWS is refused naming the field. Kueue itself does not run here: nothing admits or gates,
+so what is tested is lwsflow's plan against the quota objects as Kueue would have written them."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lwsflow.controller.api import labels as L
+from lwsflow.controller.api import paths
+from lwsflow.controller.api.paths import repo_root
+from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.resources import CLUSTER_QUEUE, LOCAL_QUEUE, LWS
+from lwsflow.controller.policy.model import RolloutPolicySpec
+from lwsflow.controller.rollout import capacity, gate, quota, session
+from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.sim import kinds
+from lwsflow.sim.apiserver import ApiServer
+from reliability.rollout_env import NS, SPEED, TOKEN, Env, lws_manifest, make_env, new_release
+
+GPU = L.GPU_RESOURCE
+KUEUE = "kueue.x-k8s.io"
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+# -- pure: the quota arithmetic and the webhook's rule --------------------------------------------------
+
+
+def cq(name: str, nominal: object, reserved: object = 0, *, cohort: str | None = None,
+       lending: object = None, borrowing: object = None, flavor: str = "h100") -> dict[str, Any]:
+    res: dict[str, Any] = {"name": GPU, "nominalQuota": nominal}
+    if lending is not None:
+        res["lendingLimit"] = lending
+    if borrowing is not None:
+        res["borrowingLimit"] = borrowing
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": [GPU], "flavors": [{"name": flavor, "resources": [res]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    return {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": spec, "status": {"flavorsReservation": [{"name": flavor, "resources": [
+                {"name": GPU, "total": reserved, "borrowed": 0}]}]}}
+
+
+@pytest.mark.parametrize(("own", "peers", "free"), [
+    pytest.param(cq("a", 16, 8), [], 8, id="nominal_minus_reserved"),
+    pytest.param(cq("a", "16", "16"), [], 0, id="full_quantities_as_text"),
+    pytest.param(cq("a", 16, 16, cohort="c"), [cq("b", 8, 0, cohort="c")], 8, id="cohort_lends_unused"),
+    pytest.param(cq("a", 16, 16, cohort="c"), [cq("b", 8, 6, cohort="c")], 2, id="cohort_lends_its_unused"),
+    pytest.param(cq("a", 16, 16, cohort="c"), [cq("b", 8, 0, cohort="c", lending=4)], 4, id="lending_limit"),
+    pytest.param(cq("a", 16, 16, cohort="c", borrowing=2), [cq("b", 8, 0, cohort="c")], 2,
+                 id="borrowing_limit"),
+    pytest.param(cq("a", 16, 20, cohort="c"), [cq("b", 8, 0, cohort="c")], 4, id="already_borrowed"),
+    pytest.param(cq("a", 16, 8), [cq("b", 8, 0, flavor="a100")], 8, id="other_flavor_lends_nothing"),
+])
+def test_free_quota_is_nominal_plus_cohort_lending_minus_reserved(own: dict, peers: list[dict],
+                                                                   free: int) -> None:
+    (fl,) = quota.flavor_quota(own, peers)
+    assert fl.free == free, str(fl)
+
+
+def test_surge_groups_are_admitted_whole_in_the_first_flavor_with_room() -> None:
+    q = quota.Queue("serving", "serving", [quota.FlavorQuota("a", Fraction(8), Fraction(4)),
+                                           quota.FlavorQuota("b", Fraction(16), Fraction(0))])
+    rep = quota.admit(q, [quota.SurgeNeed("", 3, 8)])  # 4 free in a (no whole group), 16 in b: 2 groups
+    assert rep.admitted == {"": 2} and not rep.fits
+    assert "3 surge group(s) x 8 nvidia.com/gpu NOT admitted (2 would be)" in rep.message
+    assert "flavor b: nominal 16 + cohort 0 - reserved 0 = 16 free" in rep.message
+
+
+def test_a_ds_roles_surge_is_its_budget_per_slice_times_its_gpus() -> None:
+    ds = {"spec": {"slices": 2, "roles": [
+        {"name": "prefill", "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+            "spec": {"containers": [{"name": "e", "resources": {"limits": {GPU: 4}}}]}}}}},
+        {"name": "decode", "spec": {"replicas": 4, "rolloutStrategy": {"rollingUpdateConfiguration": {
+            "maxSurge": "50%", "maxUnavailable": 0}}, "leaderWorkerTemplate": {"workerTemplate": {
+                "spec": {"containers": [{"name": "e", "resources": {"limits": {GPU: 8}}}]}}}}}]}}
+    # prefill: the DS planner's default surge 1; decode: 50% of 4; both per slice (2 slices)
+    assert quota.ds_surge(ds) == [quota.SurgeNeed("prefill", 2, 8), quota.SurgeNeed("decode", 4, 8)]
+
+
+def _lws_with(**pod: Any) -> dict[str, Any]:
+    doc = lws_manifest("m", replicas=2, size=2, gpus=8, labels={L.KUEUE_QUEUE: "serving"})
+    doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"].update(pod)
+    return doc
+
+
+def _container(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+
+
+W = "spec.leaderWorkerTemplate.workerTemplate.spec"
+
+
+def _change(what: str) -> dict[str, Any]:
+    new = _lws_with()
+    spec = new["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    c = spec["containers"][0]
+    if what == "requests":
+        c["resources"] = {"requests": {GPU: 4}, "limits": {GPU: 4}}
+    elif what == "ports":
+        c["ports"] = [{"containerPort": 8000}]
+    elif what == "containers":
+        spec["containers"].append({"name": "sidecar", "image": "busybox"})
+    elif what == "initContainers":
+        spec["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    elif what == "nodeSelector":
+        spec["nodeSelector"] = {L.NODE_POOL: "b200"}
+    else:
+        spec[what] = {"runtimeClassName": "nvidia", "priority": 10}.get(what, [{"x": 1}] if what in (
+            "tolerations", "topologySpreadConstraints", "resourceClaims") else {"nodeAffinity": {}})
+    return new
+
+
+@pytest.mark.parametrize(("what", "path"), [
+    ("requests", f"{W}.containers[0].resources.requests"), ("ports", f"{W}.containers[0].ports"),
+    ("containers", f"{W}.containers"), ("initContainers", f"{W}.initContainers"),
+    ("nodeSelector", f"{W}.nodeSelector"), ("affinity", f"{W}.affinity"), ("tolerations", f"{W}.tolerations"),
+    ("runtimeClassName", f"{W}.runtimeClassName"), ("priority", f"{W}.priority"),
+    ("topologySpreadConstraints", f"{W}.topologySpreadConstraints"),
+    ("resourceClaims", f"{W}.resourceClaims"),
+])
+def test_template_changes_kueues_webhook_refuses_are_named(what: str, path: str) -> None:
+    old = _lws_with()
+    found = quota.immutable_change(old, _change(what))
+    assert found is not None and found[0] == path, found
+    with pytest.raises(InvalidInput) as exc:
+        quota.refuse_immutable(old, _change(what))
+    assert exc.value.field == path and "Kueue's webhook refuses" in str(exc.value)
+
+
+def test_image_args_and_env_may_change_and_an_unqueued_lws_is_not_checked() -> None:
+    old = _lws_with()
+    new = new_release(old)
+    _container(new).update(args=["--x"], env=[{"name": "A", "value": "1"}])
+    assert quota.immutable_change(old, new) is None
+    unqueued = copy.deepcopy(old)
+    del unqueued["metadata"]["labels"][L.KUEUE_QUEUE]
+    quota.refuse_immutable(unqueued, _change("requests"))  # no queue: Kueue's webhook is not involved
+
+
+# -- the embedded cluster with Kueue's CRDs ------------------------------------------------------------
+
+
+@pytest.fixture
+def kenv(tmp_path: Path) -> Iterator[Env]:
+    """Three 8-GPU nodes and Kueue's quota CRDs (the pinned module's); LWS ``q``: 2 groups of 1 pod x 8
+    GPUs, maxSurge 1, labelled for LocalQueue ``serving`` -> ClusterQueue ``serving``."""
+    env = make_env(tmp_path, gpu_nodes=3)
+    try:
+        for plural in ("clusterqueues", "localqueues", "resourceflavors"):
+            crd = load_yaml_documents(paths.kueue_crd(plural))[0]
+            env.kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+        env.kube.create(LOCAL_QUEUE, NS, {"apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue",
+                                          "metadata": {"name": "serving"},
+                                          "spec": {"clusterQueue": "serving"}})
+        env.create_ready(lws_manifest("q", replicas=2, size=1, gpus=8, surge=1, unavailable=0,
+                                      labels={L.KUEUE_QUEUE: "serving"}))
+        yield env
+    finally:
+        env.close()
+        for plural in ("clusterqueues", "localqueues", "resourceflavors"):  # served kinds are process-wide
+            kinds.unregister(f"{plural}.{KUEUE}")
+
+
+def _quota(env: Env, nominal: int, reserved: int, **kw: Any) -> None:
+    """ClusterQueue ``serving`` with its status as Kueue would write it (16 GPUs held by ``q``'s groups)."""
+    doc = cq("serving", nominal, reserved, **kw)
+    status = doc.pop("status")
+    env.kube.create(CLUSTER_QUEUE, "", doc)
+    env.kube.merge_patch(CLUSTER_QUEUE, "", "serving", {"status": status}, subresource="status")
+
+
+def _own_api(env: Env, tmp_path: Path) -> tuple[ApiServer, Path]:
+    """An API server of its own on the same store: its request log holds lwsflow's requests only."""
+    api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
+    api.start()
+    return api, api.write_kubeconfig(tmp_path / "lwsflow.kubeconfig")
+
+
+def _writes(api: ApiServer) -> list[tuple[Any, ...]]:
+    return [r for r in api.request_log if r[0] in WRITES]
+
+
+def _surge_pods(env: Env, since: int) -> set[str]:
+    """Pods of ``q`` with a group index beyond its replicas (surge groups) created since ``since``."""
+    return {r.name for r in env.rec.store.entries("pods", since=since)
+            if (r.object["metadata"].get("labels") or {}).get(L.NAME) == "q"
+            and int((r.object["metadata"].get("labels") or {}).get(L.GROUP_INDEX, "0")) >= 2}
+
+
+def _run(kcfg: Path, manifest: Path, *extra: str) -> int:
+    from lwsflow.pipelines.cli import main
+
+    return main(["rollout", "lws/q", "-n", NS, "--kubeconfig", str(kcfg), "--manifest", str(manifest),
+                 "--stages", "1,100%", *extra])
+
+
+def granted(path: Path) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for doc in load_yaml_documents(path) for rule in doc["rules"]
+            for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"] if g == KUEUE}
+
+
+def test_surge_within_quota_is_planned(kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _quota(kenv, 24, 16, cohort="serving")  # 8 free: the one surge group of 8 GPUs is admitted
+    mf = tmp_path / "q.yaml"
+    mf.write_text(dump_yaml(new_release(kenv.kube.get(LWS, NS, "q"))))
+    since = kenv.rec.store.position()
+    api, kcfg = _own_api(kenv, tmp_path)
+    try:
+        assert _run(kcfg, mf) == 0
+    finally:
+        api.stop()
+    out = capsys.readouterr().out
+    assert ("quota: LocalQueue serving -> ClusterQueue serving: 1 surge group(s) x 8 nvidia.com/gpu admitted "
+            "(flavor h100: nominal 24 + cohort 0 - reserved 16 = 8 free)") in out, out
+    live = kenv.kube.get(LWS, NS, "q")
+    assert gate.max_surge(live) == 1 and gate.lws_fully_rolled(live).passed
+    assert _surge_pods(kenv, since)  # the surge group ran
+    # the Kueue verbs `lwsflow rollout` used are exactly those its ClusterRole grants (cohort: list)
+    used = {v for v in api.verbs_used() if v[0] == KUEUE}
+    assert used == granted(repo_root() / "overlays" / "rbac" / "clusterrole.yaml"), used
+
+
+def test_surge_without_quota_is_refused_before_any_write_or_rolled_in_place(
+        kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _quota(kenv, 16, 16)  # q's 2 groups hold all of it; the nodes have room for the surge group
+    before = kenv.kube.get(LWS, NS, "q")
+    mf = tmp_path / "q.yaml"
+    mf.write_text(dump_yaml(new_release(before)))
+    since = kenv.rec.store.position()
+    api, kcfg = _own_api(kenv, tmp_path)
+    try:
+        assert _run(kcfg, mf) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "maxSurge" in err, err
+        assert ("LocalQueue serving -> ClusterQueue serving: 1 surge group(s) x 8 nvidia.com/gpu NOT "
+                "admitted (0 would be) (flavor h100: nominal 16 + cohort 0 - reserved 16 = 0 free)"
+                ) in err, err
+        assert "--on-quota-shortage inPlace" in err
+        assert _writes(api) == []  # refused before the first write
+        assert kenv.kube.get(LWS, NS, "q")["metadata"] == before["metadata"]
+        # bad input for the option: one line naming it, nothing written
+        assert _run(kcfg, mf, "--on-quota-shortage", "sometimes") == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "on-quota-shortage" in err and "refuse, inPlace" in err, err
+        assert _writes(api) == []
+        # inPlace: no surge group, one group down at a time
+        assert _run(kcfg, mf, "--on-quota-shortage", "inPlace") == 0
+    finally:
+        api.stop()
+    assert "onShortage inPlace: rolling with the surge the quota admits" in capsys.readouterr().out
+    live = kenv.kube.get(LWS, NS, "q")
+    assert (gate.max_surge(live), gate.max_unavailable(live)) == (0, 1)
+    assert gate.lws_fully_rolled(live).passed
+    assert _surge_pods(kenv, since) == set()  # no surge group was ever created
+
+
+def test_gpu_request_change_on_a_queue_managed_lws_is_refused_naming_the_field(
+        kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _quota(kenv, 64, 16)  # quota to spare: the refusal is the webhook's rule, not the quota
+    live = kenv.kube.get(LWS, NS, "q")
+    bigger = new_release(live)
+    _container(bigger)["resources"] = {"limits": {GPU: 4}}
+    mf = tmp_path / "q.yaml"
+    mf.write_text(dump_yaml(bigger))
+    api, kcfg = _own_api(kenv, tmp_path)
+    try:
+        assert _run(kcfg, mf) == 2
+    finally:
+        api.stop()
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert f"{W}.containers[0].resources.requests" in err, err
+    assert ("resource requests ({nvidia.com/gpu: 8} -> {nvidia.com/gpu: 4}) changed on LeaderWorkerSet q, "
+            "managed by Kueue (LocalQueue serving): Kueue's webhook refuses changes to container "
+            "requests") in err
+    assert _writes(api) == []
+    assert kenv.kube.get(LWS, NS, "q")["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+
+
+def test_controller_policy_rolls_in_place_when_the_quota_admits_no_surge(kenv: Env, tmp_path: Path) -> None:
+    """GitOps: the new template is synced (frozen by the partition) while the nodes have no room for a
+    surge group either; the policy's ``quota.onShortage: inPlace`` writes maxSurge 0 on the target and
+    rolls it; its Kueue reads are exactly what the controller's ClusterRole grants."""
+    from lwsflow.controller.incluster.driver import Driver
+
+    kenv.create_ready(lws_manifest("fill", replicas=1, size=1, gpus=8))  # the third node taken
+    _quota(kenv, 16, 16, cohort="serving")
+    live = kenv.kube.get(LWS, NS, "q")
+    kenv.kube.merge_patch(LWS, NS, "q", {"spec": {
+        "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 2}}}})
+    kenv.kube.merge_patch(LWS, NS, "q", {"spec": {"leaderWorkerTemplate": new_release(live)["spec"][
+        "leaderWorkerTemplate"]}})
+    spec = RolloutPolicySpec.model_validate({
+        "targetRef": {"kind": "LeaderWorkerSet", "name": "q"}, "stages": [{"groups": "100%"}],
+        "progressDeadline": "10m", "quota": {"onShortage": "inPlace"}})
+    api, kcfg = _own_api(kenv, tmp_path)
+    try:
+        kube = Kube.connect(str(kcfg))
+        out = Driver(kube, session.clock_for(kube), NS, spec).run()
+    finally:
+        api.stop()
+    assert out is not None and out.result == "succeeded", out
+    final = kenv.kube.get(LWS, NS, "q")
+    assert (gate.max_surge(final), gate.max_unavailable(final)) == (0, 1)
+    assert gate.lws_fully_rolled(final).passed
+    used = {v for v in api.verbs_used() if v[0] == KUEUE}
+    assert used == granted(repo_root() / "overlays" / "controller" / "clusterrole.yaml"), used
+    # refuse (the default): the policy's rollout is refused before it writes anything
+    surge = capacity.with_budget(new_release(final, "vllm:3"), capacity.Budget(1, 0))
+    with pytest.raises(InvalidInput) as exc:
+        session.capacity_preflight(kenv.kube, "lws", NS, {"": surge}, auto_budget=False)
+    assert exc.value.field == "maxSurge"
