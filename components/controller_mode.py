@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.phases import PolicyPhase, Result
 from lwsflow.controller.kube.resources import BY_KIND
 from lwsflow.controller.rollout import state
 
@@ -47,14 +48,17 @@ def sync_and_wait(kube: Any, clock: Any, workloads: list[dict[str, Any]], policy
                                 on_phase=lambda p: log(f"  policy phase {p}"),
                                 checks_wall_s=wait.check_budget_s(policy))
     outcome = wait.verdict(status, want)
-    result = {"Succeeded": "succeeded", "RolledBack": "rolled-back"}.get(outcome or "", "failed")
+    results: dict[str, str] = {PolicyPhase.SUCCEEDED: Result.SUCCEEDED.value,
+                               PolicyPhase.ROLLED_BACK: Result.ROLLED_BACK.value}
+    result = results.get(outcome or "", Result.FAILED.value)
     stages = int(status.get("stages") or 0)
     message = str(status.get("message", ""))
     # the stage the rollout failed at, from the engine's reason ("stage 2 deadline (...) passed: ...")
     failed_at = re.match(r"(?:rolled back: )?stage (\d+) ", message)
-    passed = stages if result == "succeeded" else (int(failed_at.group(1)) - 1 if failed_at else 0)
+    ok = result == Result.SUCCEEDED
+    passed = stages if ok else (int(failed_at.group(1)) - 1 if failed_at else 0)
     return {"mode": "controller", "policy": meta["name"], "result": result, "message": message,
             "started": started, "ended": clock.now(), "stagesTotal": stages,
             "stages": [{"index": i + 1, "result": "passed"} for i in range(passed)]
-            + ([{"index": passed + 1, "result": "failed"}] if failed_at and result != "succeeded" else []),
+            + ([{"index": passed + 1, "result": "failed"}] if failed_at and not ok else []),
             "rolloutId": status.get("rolloutId", "")}

@@ -88,15 +88,19 @@ def active_targets(url: str) -> list[dict[str, Any]]:
     return targets
 
 
-def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20.0, scrapes: int = 2) -> bool:
+def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20.0, scrapes: int = 2,
+                     written: Callable[[], set[tuple[str, str]]] | None = None) -> bool:
     """Wait until every (pod, revision) in ``pods`` is an active target scraped successfully
     ``scrapes`` times while we watched (a group's pod keeps its name across revisions, so the name
     alone would match the old target). Two scrapes because ``rate()`` needs two samples in its
     window: after one, every query of a new pod is "no data". Prometheus's discovery hands new
     targets to the scrapers at most every 5 s, so a just-written target file takes up to ~6 s to
-    be scraped (docs/analysis.md, the time rule)."""
+    be scraped (docs/analysis.md, the time rule). With ``written`` (the targets in the file now), a
+    pod that left the file while we waited (deleted: a DisaggregatedSet's old child right after its
+    gate) is waited for no longer."""
     deadline = time.monotonic() + timeout_s
     seen: dict[tuple[str, str], set[str]] = {p: set() for p in pods}
+    listed: set[tuple[str, str]] = set()
     while True:
         try:
             for t in active_targets(url):
@@ -106,6 +110,10 @@ def wait_for_targets(url: str, pods: set[tuple[str, str]], timeout_s: float = 20
                     seen[key].add(last)
         except (httpx.HTTPError, KeyError, ValueError):
             pass
+        if written is not None:  # once in the file, then gone from it: deleted
+            now = written()
+            listed |= seen.keys() & now
+            seen = {p: v for p, v in seen.items() if p in now or p not in listed}
         if all(len(v) >= scrapes for v in seen.values()):
             return True
         if time.monotonic() > deadline:
@@ -172,7 +180,12 @@ class Prometheus:
 
     def wait_for_targets(self, pods: set[tuple[str, str]], timeout_s: float = 20.0,
                          scrapes: int = 2) -> bool:
-        return wait_for_targets(self.url, pods, timeout_s, scrapes)
+        return wait_for_targets(self.url, pods, timeout_s, scrapes, written=self.written)
+
+    def written(self) -> set[tuple[str, str]]:
+        """The (pod, revision) targets in the file now (``follow`` rewrites it every second)."""
+        with self._lock:
+            return {(g["labels"]["pod"], g["labels"]["revision"]) for g in self._groups}
 
     def stop(self) -> None:
         self._stop.set()

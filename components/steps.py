@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lwsflow.components import gitwork, images
 from lwsflow.components.atomic import write_file_atomic
+from lwsflow.controller.api.phases import Result
 from lwsflow.controller.errors import InvalidInput, OperationFailed
 from lwsflow.controller.yamlio import parse_yaml_documents
 
@@ -347,7 +348,7 @@ def rollout(repo_url: str, commit: str, env: str, model: str, stages: str, kubec
             except OperationFailed as exc:
                 failure = exc
     data = json.loads(report.read_text()) if report.is_file() else {}
-    if failure is not None and data.get("result") == "rolled-back":
+    if failure is not None and data.get("result") == Result.ROLLED_BACK:
         # The cluster is back on the old revision: put git back too, or a GitOps sync (Argo CD)
         # would re-apply the release the gate just refused.
         data["reverted"] = revert_release(repo_url, commit, f"{OVERLAYS}/{env}/{model}/kustomization.yaml",

@@ -55,6 +55,7 @@ def get(namespace: Namespace = "default",
         all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
         kubeconfig: Kubeconfig = None) -> None:
     """List RolloutPolicies with their phase, stage and revisions."""
+    from lwsflow.controller.api.phases import PolicyPhase
     from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 
     kube = _kube(kubeconfig)
@@ -63,7 +64,7 @@ def get(namespace: Namespace = "default",
     for p in items:
         s, ref = p.get("status") or {}, (p.get("spec") or {}).get("targetRef") or {}
         rows.append((p["metadata"]["namespace"], p["metadata"]["name"],
-                     f"{ref.get('kind', '?')}/{ref.get('name', '?')}", s.get("phase", "Idle"),
+                     f"{ref.get('kind', '?')}/{ref.get('name', '?')}", s.get("phase", PolicyPhase.IDLE.value),
                      s.get("stageText", "") or "-", s.get("stableRevision", "") or "-",
                      s.get("canaryRevision", "") or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -76,6 +77,7 @@ def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
            watch: Annotated[bool, typer.Option("--watch", "-w", help="reprint on every change until the "
                                                "rollout ends or waits for a human")] = False) -> None:
     """A live view: stages, the gate predicates, groups ready and updated per role."""
+    from lwsflow.controller.api.phases import PolicyPhase
     from lwsflow.controller.kube import watch as kwatch
     from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 
@@ -85,14 +87,15 @@ def status(policy: str, namespace: Namespace = "default", kubeconfig: Kubeconfig
     if not watch:
         return
     shown = (p.get("status") or {}).get("stageText"), (p.get("status") or {}).get("phase")
-    while shown[1] in (None, "Idle", "Progressing"):
+    running = (None, PolicyPhase.IDLE, PolicyPhase.PROGRESSING)
+    while shown[1] in running:
         for cur in kwatch.follow(kube, ROLLOUT_POLICY, namespace, policy, wall_budget=30.0):
             now = (cur.get("status") or {}).get("stageText"), (cur.get("status") or {}).get("phase")
             if now != shown:
                 print()
                 _print_status(kube, namespace, policy, cur)
                 shown = now
-            if shown[1] not in (None, "Idle", "Progressing"):
+            if shown[1] not in running:
                 return
 
 

@@ -9,15 +9,17 @@ reads (annotations on the target or the policy) and returns the line the front e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from lwsflow.controller.api.phases import PolicyAction
 from lwsflow.controller.api.wire import Obj
 
 if TYPE_CHECKING:
     from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.rollout.session import Target
 
-ACTIONS = ("promote", "pause", "resume", "abort", "retry")
+ACTIONS = tuple(PolicyAction)
 
 
 def get_policy(kube: Kube, ns: str, name: str) -> Obj:
@@ -169,4 +171,6 @@ def _retry_how(namespace: str, policy: str, target: Target, objs: list[Obj], rol
     return ""
 
 
-BY_NAME = {"promote": promote, "pause": pause, "resume": resume, "abort": abort, "retry": retry}
+BY_NAME: dict[str, Callable[[Kube, str, str], str]] = {
+    PolicyAction.PROMOTE: promote, PolicyAction.PAUSE: pause, PolicyAction.RESUME: resume,
+    PolicyAction.ABORT: abort, PolicyAction.RETRY: retry}

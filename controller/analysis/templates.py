@@ -2,7 +2,8 @@
 ``shared/docs/smoke-reference.md`` (§3 vLLM 0.33, §5 SGLang 0.5): TTFT p95, ITL p95, request error
 ratio, queue length, and for P/D the KV-transfer failures. Every metric compares the new revision with
 the stable one over the same window, as Flagger and Kayenta do, so no absolute SLO has to be guessed;
-latencies and ratios with one-sided tests on the counts (``stats.py``, alpha 0.01 per measurement).
+latencies and ratios with one-sided tests on the counts (``stats.py``, alpha 0.01), decided
+sequentially over the 4 looks (``evaluate.Look``): the analysis ends at the first decisive look.
 
 Series are selected by the labels the file_sd targets carry (``components/prometheus.py``): namespace,
 lws and revision.

@@ -66,7 +66,7 @@ class AnalysisRecorder:
     def finished(self, ctx: HookContext, res: HookResult) -> None:
         with self._lock:
             cur = self._ensure(ctx, None)
-            phases = {m.name: ev.metric_phase(m, self._taken) for m in self.spec.metrics}
+            phases = ev.metric_phases(self.spec.metrics, self._taken)  # sequential, as run_analysis
             if not self._taken:  # skipped (no stable pod left to compare with), or an error before measuring
                 phase = "Skipped" if res.ok else "Failed"
             elif res.ok:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
@@ -25,8 +26,9 @@ from lwsflow.controller.policy.model import RolloutPolicySpec
 TARGET_OWNED = "TargetOwned"
 REFUSED = "Refused"
 REFUSAL_RETRY_S = 60.0  # wall seconds before a refused rollout is checked again (capacity may free up)
-SPEC_APPLIED = "SpecApplied"
-TARGET_FOUND = "TargetFound"
+SPEC_APPLIED = ConditionType.SPEC_APPLIED.value
+TARGET_FOUND = ConditionType.TARGET_FOUND.value
+_PROGRESSING, _READY = ConditionType.PROGRESSING.value, ConditionType.READY.value
 TARGET_NOT_FOUND = "TargetNotFound"
 
 
@@ -43,9 +45,9 @@ def not_owner(old: Obj, spec: RolloutPolicySpec, owner: Obj, generation: int, no
            "(the oldest policy naming it); this policy changes nothing")
     conds: list[dict[str, Any]] = [
         {"type": t, "status": "False", "reason": TARGET_OWNED, "message": msg,
-         "lastTransitionTime": _since(old, t, "False", now)} for t in ("Progressing", "Ready")]
-    return {**pstatus.derived(old), "phase": "Failed", "message": msg, "observedGeneration": generation,
-            "conditions": conds}
+         "lastTransitionTime": _since(old, t, "False", now)} for t in (_PROGRESSING, _READY)]
+    return {**pstatus.derived(old), "phase": PolicyPhase.FAILED.value, "message": msg,
+            "observedGeneration": generation, "conditions": conds}
 
 
 def spec_applied(new: Obj, old: Obj, generation: int, running: int, now: str) -> Obj:
@@ -65,8 +67,8 @@ def refused(new: Obj, old: Obj, why: str, now: str) -> Obj:
     msg = f"refused: {why}"[:500]
     conds = [{**c, "status": "False", "reason": REFUSED, "message": msg,
               "lastTransitionTime": _since(old, str(c.get("type")), "False", now)}
-             for c in new.get("conditions") or [] if c.get("type") in ("Progressing", "Ready")]
-    return {**new, "phase": "Failed", "message": msg, "conditions": conds}
+             for c in new.get("conditions") or [] if c.get("type") in (_PROGRESSING, _READY)]
+    return {**new, "phase": PolicyPhase.FAILED.value, "message": msg, "conditions": conds}
 
 
 def target_missing(old: Obj, spec: RolloutPolicySpec, why: str, namespace: str, generation: int,
@@ -78,9 +80,9 @@ def target_missing(old: Obj, spec: RolloutPolicySpec, why: str, namespace: str, 
            "spec.targetRef: nothing rolls out until it exists")[:500]
     conds: list[dict[str, Any]] = [
         {"type": t, "status": "False", "reason": TARGET_NOT_FOUND, "message": msg,
-         "lastTransitionTime": _since(old, t, "False", now)} for t in (TARGET_FOUND, "Ready")]
-    return {**pstatus.derived(old), "phase": "Idle", "message": msg, "observedGeneration": generation,
-            "conditions": conds}
+         "lastTransitionTime": _since(old, t, "False", now)} for t in (TARGET_FOUND, _READY)]
+    return {**pstatus.derived(old), "phase": PolicyPhase.IDLE.value, "message": msg,
+            "observedGeneration": generation, "conditions": conds}
 
 
 def target_was_missing(old: Obj) -> bool:

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, Fenced, InvalidInput, NotFound
@@ -218,7 +219,7 @@ class Controller:
         try:
             spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
         except ValidationError as exc:  # admitted, yet refused: say why as the user counts (stage 2)
-            self._write_once(policy, {**pstatus.derived(old), "phase": "Failed",
+            self._write_once(policy, {**pstatus.derived(old), "phase": PolicyPhase.FAILED.value,
                                       "message": problems.describe(exc, policy.get("spec") or {}),
                                       "observedGeneration": meta.get("generation", 0)})
             return
@@ -622,7 +623,7 @@ class Controller:
         rid, phase = new.get("rolloutId", ""), new.get("phase", "")
         same_rollout = old.get("rolloutId") == rid and bool(rid)
         notes: list[tuple[str, str, bool]] = []  # (reason, message, warning)
-        if rid and not same_rollout and phase in ("Progressing", "WaitingForPromotion"):
+        if rid and not same_rollout and phase in (PolicyPhase.PROGRESSING, PolicyPhase.WAITING_FOR_PROMOTION):
             stable = new.get("stableRevision") or "none"
             notes.append(("RolloutStarted", f"rollout {rid} of {target} started: template "
                           f"{new.get('canaryRevision')} (stable {stable})", False))
@@ -632,11 +633,11 @@ class Controller:
                     notes.append(("StagePassed", f"{target}: stage {k}/{new.get('stages')} passed", False))
         if phase != old.get("phase"):
             msg = new.get("message") or ""
-            if phase == "WaitingForPromotion":
+            if phase == PolicyPhase.WAITING_FOR_PROMOTION:
                 notes.append(("WaitingForPromotion", f"{target}: {msg}", False))
-            elif phase == "Succeeded":
+            elif phase == PolicyPhase.SUCCEEDED:
                 notes.append(("RolloutSucceeded", f"{target}: rollout {rid} succeeded", False))
-            elif phase in ("RolledBack", "Failed", "Aborted"):
+            elif phase in (PolicyPhase.ROLLED_BACK, PolicyPhase.FAILED, PolicyPhase.ABORTED):
                 if "hook failed" in msg or "check" in msg:
                     notes.append(("CheckFailed", f"{target}: {msg}", True))
                 notes.append((f"Rollout{phase}", f"{target}: rollout {rid} {phase}: {msg}", True))

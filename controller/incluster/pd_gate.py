@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, Forbidden, OperationFailed
@@ -153,17 +154,18 @@ def overlay(new: Obj, old: Obj, objs: Sequence[Obj], generation: int, now: float
         return new
     rec = holds(old, objs, generation, now)
     if rec is not None:
-        phase, reason = "Failed", "PDProbe" + str(rec["verdict"])
+        phase, reason = PolicyPhase.FAILED, "PDProbe" + str(rec["verdict"])
     elif probing(old, objs, generation):
-        phase, reason, rec = "Progressing", "PDProbeProbing", old["pdProbe"]
+        phase, reason, rec = PolicyPhase.PROGRESSING, "PDProbeProbing", old["pdProbe"]
     else:
         return new
     msg = str(rec.get("message") or "")[:500]
-    out = {**new, "phase": phase, "message": msg}
+    out = {**new, "phase": phase.value, "message": msg}
     conds: list[dict[str, Any]] = []
     prev = {c.get("type"): c for c in old.get("conditions") or []}
     for c in new.get("conditions") or []:
-        status = "True" if c.get("type") == "Progressing" and phase == "Progressing" else "False"
+        status = "True" if c.get("type") == ConditionType.PROGRESSING and phase == PolicyPhase.PROGRESSING \
+            else "False"
         before = prev.get(c.get("type")) or {}
         since = before.get("lastTransitionTime") if before.get("status") == status else state.iso(now)
         conds.append({**c, "status": status, "reason": reason, "message": msg,

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.policy.status import _condition, stable_hash
@@ -18,7 +19,8 @@ from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.bluegreen import ABORTED, PAUSE
 
-_FINAL = {P.SUCCEEDED: "Succeeded", P.ROLLED_BACK: "RolledBack", P.FAILED: "Failed"}
+_FINAL = {P.SUCCEEDED: PolicyPhase.SUCCEEDED, P.ROLLED_BACK: PolicyPhase.ROLLED_BACK,
+          P.FAILED: PolicyPhase.FAILED}
 
 
 def _weight(route: Obj | None, pool: str) -> int:
@@ -40,12 +42,13 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
     release = json.loads(st.fold_back).get("templates", {}).get("decode", "") if ours else ""
     current = state.template_hash(state.template_of(objs[0]))
     stable = stable_hash(state.RolloutState.from_object(objs[0]))
-    phase = "Idle" if not ours else ("Progressing" if st.active else _FINAL.get(st.phase, "Failed"))
-    if phase == "RolledBack" and st.reason == ABORTED:
-        phase = "Aborted"
+    phase = PolicyPhase.IDLE if not ours else (PolicyPhase.PROGRESSING if st.active
+                                               else _FINAL.get(st.phase, PolicyPhase.FAILED))
+    if phase == PolicyPhase.ROLLED_BACK and st.reason == ABORTED:
+        phase = PolicyPhase.ABORTED
     held = (((route or {}).get("metadata") or {}).get("annotations") or {}).get(PAUSE)
-    if phase == "Progressing" and held == st.id:
-        phase = "Paused"  # held before the next shift once the current stage passes
+    if phase == PolicyPhase.PROGRESSING and held == st.id:
+        phase = PolicyPhase.PAUSED  # held before the next shift once the current stage passes
     stages = len(st.weights) if ours else len(spec.stages)
     stage = min(st.passed + 1, stages) if ours and st.active else 0
     message = st.reason if ours else ""
@@ -56,18 +59,20 @@ def compute(spec: RolloutPolicySpec, st: P.BlueGreenState, route: Obj | None, ob
         message = f"blue-green {st.id} was started by `lwsflow rollout`; it is the CLI's to drive"
     history: list[dict[str, Any]] = list(old.get("history") or [])
     if ours and not st.active and all(h.get("id") != st.id for h in history):
-        history.append({"id": st.id, "templateHash": release, "outcome": phase, "started": "",
+        history.append({"id": st.id, "templateHash": release, "outcome": phase.value, "started": "",
                         "finished": now, "message": st.reason[:300]})
     conds = list(old.get("conditions") or [])
     out: Obj = {
-        "observedGeneration": generation, "phase": phase, "message": message[:500],
+        "observedGeneration": generation, "phase": phase.value, "message": message[:500],
         "rolloutId": st.id if ours else "", "currentStage": stage, "stages": stages,
         "stageText": f"{stage}/{stages}" if stage else "", "observedTemplateHash": current,
         "stableRevision": stable,
         "canaryRevision": release if ours and st.active else (current if current != stable else ""),
         "promotedStage": 0,
-        "conditions": [_condition("Progressing", phase == "Progressing", phase, message, now, conds),
-                       _condition("Ready", phase in ("Idle", "Succeeded"), phase, message, now, conds)],
+        "conditions": [_condition(ConditionType.PROGRESSING, phase == PolicyPhase.PROGRESSING, phase, message,
+                                  now, conds),
+                       _condition(ConditionType.READY, phase in (PolicyPhase.IDLE, PolicyPhase.SUCCEEDED),
+                                  phase, message, now, conds)],
         "history": history[-HISTORY_LIMIT:]}
     if ours and st.blue is not None and st.green is not None:
         out["blueGreen"] = {"phase": st.phase, "bluePair": st.blue.pair, "greenPair": st.green.pair,

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api.duration import duration_seconds
+from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.policy import rules
 
 GROUP, VERSION, KIND, PLURAL, SINGULAR = "lwsflow.io", "v1alpha1", "RolloutPolicy", "rolloutpolicies", \
@@ -35,10 +36,7 @@ GROUP, VERSION, KIND, PLURAL, SINGULAR = "lwsflow.io", "v1alpha1", "RolloutPolic
 API_VERSION = f"{GROUP}/{VERSION}"
 SHORT_NAMES = ("rp",)
 
-PHASES = ("Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack", "Failed",
-          "Aborted")
-Phase = Literal["Idle", "Progressing", "Paused", "WaitingForPromotion", "Succeeded", "RolledBack",
-                "Failed", "Aborted"]
+PHASES = tuple(PolicyPhase)  # status.phase: the CRD's enum is generated from PolicyPhase
 HISTORY_LIMIT = 5
 STAGE_TIMINGS_LIMIT = 48  # per rollout in status.history: a pair's two roles of rollout/stagelog.LIMIT
 ANALYSIS_MEASUREMENTS_LIMIT = 10  # per metric, in status.analysis
@@ -351,8 +349,11 @@ class BlueGreenStatus(_Model):
 
 
 class RolloutPolicyStatus(_Model):
+    # use_enum_values: a parsed status holds the plain str, as the wire does
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=True)
+
     observedGeneration: int = 0
-    phase: Phase = "Idle"
+    phase: PolicyPhase = Field(default=PolicyPhase.IDLE, validate_default=True)
     message: str = ""
     rolloutId: str = ""
     currentStage: int = 0  # 1-based stage in progress (0: none)

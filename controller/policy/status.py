@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.policy import gates, timings
 from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.rollout import state
 
-_FINAL = {state.SUCCEEDED: "Succeeded", state.ROLLED_BACK: "RolledBack", state.FAILED: "Failed",
-          state.ABORTED: "Aborted"}
+_FINAL: dict[str, PolicyPhase] = {
+    state.SUCCEEDED: PolicyPhase.SUCCEEDED, state.ROLLED_BACK: PolicyPhase.ROLLED_BACK,
+    state.FAILED: PolicyPhase.FAILED, state.ABORTED: PolicyPhase.ABORTED}
 
 
 def stable_hash(st: state.RolloutState) -> str:
@@ -23,26 +25,27 @@ def stable_hash(st: state.RolloutState) -> str:
     return state.template_hash(state.unpack(st.last_good)) if st.last_good else ""
 
 
-def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj, others: Sequence[Obj] = ()) -> str:
+def phase_of(spec: RolloutPolicySpec, st: state.RolloutState, obj: Obj,
+             others: Sequence[Obj] = ()) -> PolicyPhase:
     if not st.id:
-        return "Idle"
+        return PolicyPhase.IDLE
     if not st.active and state.any_active(others):
-        return "Progressing"  # a pair: the other role has not ended yet
+        return PolicyPhase.PROGRESSING  # a pair: the other role has not ended yet
     if st.active:
         if st.paused and not st.abort:  # an abort overrides the pause: it is rolling back
-            return "Paused"
+            return PolicyPhase.PAUSED
         if gates.waiting_at(spec, st, obj, others) is not None:
-            return "WaitingForPromotion"
-        return "Progressing"
-    return _FINAL.get(st.phase, "Failed")
+            return PolicyPhase.WAITING_FOR_PROMOTION
+        return PolicyPhase.PROGRESSING
+    return _FINAL.get(st.phase, PolicyPhase.FAILED)
 
 
-def _condition(ctype: str, ok: bool, reason: str, message: str, now: str,
+def _condition(ctype: ConditionType, ok: bool, reason: str, message: str, now: str,
                old: list[dict[str, Any]]) -> dict[str, Any]:
     status = "True" if ok else "False"
     prev = next((c for c in old if c.get("type") == ctype), None)
     since = prev["lastTransitionTime"] if prev and prev.get("status") == status else now
-    return {"type": ctype, "status": status, "reason": reason, "message": message[:500],
+    return {"type": ctype.value, "status": status, "reason": str(reason), "message": message[:500],
             "lastTransitionTime": since}
 
 
@@ -61,7 +64,7 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     wait = gates.waiting_at(spec, st, obj, others)
     if wait is not None:
         message = f"stage {wait + 1} waits for `kubectl lwsflow promote`"
-    held = phase == "Paused" and gates.inconclusive_at(st) is not None
+    held = phase == PolicyPhase.PAUSED and gates.inconclusive_at(st) is not None
     if held:
         message = gates.inconclusive_message(st)
     history: list[dict[str, Any]] = list(old.get("history") or [])
@@ -69,17 +72,19 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     if st.id and not st.active and settled and st.phase in _FINAL and all(h.get("id") != st.id
                                                                           for h in history):
         history.append({"id": st.id, "templateHash": st.target_hash or st.manifest_hash,
-                        "outcome": _FINAL[st.phase], "started": st.started, "finished": st.updated,
+                        "outcome": _FINAL[st.phase].value, "started": st.started, "finished": st.updated,
                         "message": st.reason[:300], **timings.timings([obj, *others])})
     old_conds = list(old.get("conditions") or [])
     conditions = [
-        _condition("Progressing", phase in ("Progressing", "WaitingForPromotion"),
+        _condition(ConditionType.PROGRESSING,
+                   phase in (PolicyPhase.PROGRESSING, PolicyPhase.WAITING_FOR_PROMOTION),
                    gates.INCONCLUSIVE if held else phase, message, now, old_conds),
-        _condition("Ready", phase in ("Idle", "Succeeded"), gates.INCONCLUSIVE if held else phase, message,
+        _condition(ConditionType.READY, phase in (PolicyPhase.IDLE, PolicyPhase.SUCCEEDED),
+                   gates.INCONCLUSIVE if held else phase, message,
                    now, old_conds),
     ]
     return {
-        "observedGeneration": generation, "phase": phase, "message": message[:500], "rolloutId": st.id,
+        "observedGeneration": generation, "phase": phase.value, "message": message[:500], "rolloutId": st.id,
         "currentStage": stage, "stages": stages, "stageText": f"{stage}/{stages}" if stage else "",
         "observedTemplateHash": current, "stableRevision": stable, "canaryRevision": canary,
         "promotedStage": gates.promoted_stage(obj, st.id) if st.id else 0,

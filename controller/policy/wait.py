@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import Forbidden, NotFound, OperationFailed
@@ -17,7 +18,7 @@ from lwsflow.controller.kube import watch
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
 
-FINAL_BAD = ("RolledBack", "Failed", "Aborted")
+FINAL_BAD = (PolicyPhase.ROLLED_BACK, PolicyPhase.FAILED, PolicyPhase.ABORTED)
 TARGET_KINDS = {"lws": "LeaderWorkerSet", "ds": "DisaggregatedSet", "pair": "LeaderWorkerSetPair"}
 
 
@@ -34,7 +35,8 @@ def find_policy(kube: Kube, namespace: str, kind: str, name: str) -> Obj | None:
     return None
 
 
-HUMAN_PHASES = ("WaitingForPromotion", "Paused")  # the rollout waits for a person, not the cluster
+# the rollout waits for a person, not the cluster
+HUMAN_PHASES = (PolicyPhase.WAITING_FOR_PROMOTION, PolicyPhase.PAUSED)
 
 
 def verdict(status: Obj, template_hash: str) -> str | None:
@@ -43,12 +45,13 @@ def verdict(status: Obj, template_hash: str) -> str | None:
     probe = status.get("pdProbe") or {}
     if probe.get("verdict") == "Refused" and template_hash in str(probe.get("templateKey") or "").split(","):
         return "Refused"
-    if status.get("stableRevision") == template_hash and status.get("phase") in ("Idle", "Succeeded"):
-        return "Succeeded"
+    if status.get("stableRevision") == template_hash and status.get("phase") in (PolicyPhase.IDLE,
+                                                                                PolicyPhase.SUCCEEDED):
+        return PolicyPhase.SUCCEEDED.value
     for h in reversed(status.get("history") or []):
         if h.get("templateHash") == template_hash:
-            if h.get("outcome") == "Succeeded" and status.get("stableRevision") == template_hash:
-                return "Succeeded"
+            if h.get("outcome") == PolicyPhase.SUCCEEDED and status.get("stableRevision") == template_hash:
+                return PolicyPhase.SUCCEEDED.value
             if h.get("outcome") in FINAL_BAD:
                 return str(h["outcome"])
             break

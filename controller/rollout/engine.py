@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.phases import Result
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import Conflict
@@ -509,8 +510,9 @@ class Rollout:
 
     # -- helpers -----------------------------------------------------------------------------------
     def _final_from_state(self, st: state.RolloutState) -> Outcome:
-        res = {state.SUCCEEDED: SUCCEEDED, state.ROLLED_BACK: ROLLED_BACK,
-               state.ABORTED: ABORTED}.get(st.phase, FAILED)
+        final: dict[str, Result] = {state.SUCCEEDED: SUCCEEDED, state.ROLLED_BACK: ROLLED_BACK,
+                                    state.ABORTED: ABORTED}
+        res = final.get(st.phase, FAILED)
         return Outcome(res, f"rollout {st.id} {st.phase}: {st.reason}".rstrip(": "), self.report)
 
     def _adopt(self, st: state.RolloutState) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lwsflow.controller.api.phases import Result
 from lwsflow.controller.rollout.report import RolloutReport
 
-SUCCEEDED, ROLLED_BACK, FAILED, ABORTED, PAUSED = "succeeded", "rolled-back", "failed", "aborted", "paused"
-# paused because a stage's analysis decided nothing (``onInconclusive: pause``): a person decides
-PAUSED_INCONCLUSIVE = "paused-inconclusive"
+SUCCEEDED, ROLLED_BACK, FAILED = Result.SUCCEEDED, Result.ROLLED_BACK, Result.FAILED
+ABORTED, PAUSED, PAUSED_INCONCLUSIVE = Result.ABORTED, Result.PAUSED, Result.PAUSED_INCONCLUSIVE
 INCONCLUSIVE_REASON = "AnalysisInconclusive"  # the Event's reason, and how the paused state's reason begins
 # the CLI's exit code for it: neither done (0) nor failed (1), and not bad input (2)
 EXIT_INCONCLUSIVE = 3
@@ -18,7 +18,7 @@ EXIT_INCONCLUSIVE = 3
 class Outcome:
     """How a rollout ended; ``exit_code`` is what the CLI returns."""
 
-    result: str
+    result: Result
     message: str
     report: RolloutReport
 

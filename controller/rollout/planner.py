@@ -9,28 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lwsflow.controller.api.phases import ActionKind
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.stages import partition_for
 
-# action kinds
-START = "start"  # no active rollout: record previous template, freeze, apply
-FINISH_START = "finish-start"  # applied, target hash not yet recorded
-SET_PARTITION = "set-partition"  # lower the partition to the current stage's target
-GATE = "gate"  # wait for the stage gate, bake, hooks
-DONE = "done"  # every stage passed: mark Succeeded
-ROLLBACK = "rollback"  # restore the previous template, partition 0
-ROLLBACK_WAIT = "rollback-wait"  # rollback applied: wait for equality on the old revision
-PAUSED = "paused"  # a human paused it: stop here
-FOREIGN = "foreign"  # someone else changed the template: abort without writing anything
-GUARD = "guard"  # an invariant is broken (partition below the stage target)
+# action kinds (aliases of the ActionKind members, the names the engine has always used)
+START, FINISH_START, SET_PARTITION = ActionKind.START, ActionKind.FINISH_START, ActionKind.SET_PARTITION
+GATE, DONE = ActionKind.GATE, ActionKind.DONE
+ROLLBACK, ROLLBACK_WAIT = ActionKind.ROLLBACK, ActionKind.ROLLBACK_WAIT
+PAUSED, FOREIGN, GUARD = ActionKind.PAUSED, ActionKind.FOREIGN, ActionKind.GUARD
 
 
 @dataclass(frozen=True)
 class Action:
     """What to do next. ``stage`` is 0-based; ``partition`` the value to set for SET_PARTITION."""
 
-    kind: str
+    kind: ActionKind
     stage: int = -1
     partition: int = -1
     reason: str = ""

@@ -77,7 +77,8 @@ class RolloutReport:
     def close(self, result: str, message: str, ended: float, *, api_requests: int, api_retries: int,
               events: list[dict[str, Any]]) -> None:
         """Fill in how the rollout ended and what it cost."""
-        self.result, self.message, self.ended = result, message, ended
+        # str(): a plain str for the report's JSON/YAML, not an outcome.Result member
+        self.result, self.message, self.ended = str(result), message, ended
         self.api_requests, self.api_retries, self.events = api_requests, api_retries, list(events)
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,13 +21,15 @@ from typing import Any
 
 from lwsflow.controller.api import wire
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
+from lwsflow.controller.api.phases import EnginePhase
 from lwsflow.controller.api.wire import Obj
 
 STAGE_STARTED_EPOCH = ROLLOUT_PREFIX + "stage-started-epoch"  # read by the Argo CD health Lua
 
 # Phases. Active ones are resumed by a restarted controller; the others are final.
-STARTING, RUNNING, ROLLING_BACK = "Starting", "Running", "RollingBack"
-SUCCEEDED, ROLLED_BACK, FAILED, ABORTED = "Succeeded", "RolledBack", "Failed", "Aborted"
+STARTING, RUNNING, ROLLING_BACK = EnginePhase.STARTING, EnginePhase.RUNNING, EnginePhase.ROLLING_BACK
+SUCCEEDED, ROLLED_BACK = EnginePhase.SUCCEEDED, EnginePhase.ROLLED_BACK
+FAILED, ABORTED = EnginePhase.FAILED, EnginePhase.ABORTED
 ACTIVE = frozenset({STARTING, RUNNING, ROLLING_BACK})
 
 _KEYS = {  # attribute -> annotation suffix

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from lwsflow.controller.api.phases import PolicyAction, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.rollout.outcome import INCONCLUSIVE_REASON
 from lwsflow.pipelines.dashboard import charts, views
@@ -19,17 +20,17 @@ from lwsflow.pipelines.policy_actions import ACTIONS
 __all__ = ["ACTIONS", "NotShown", "Renderer"]
 
 # which buttons a phase enables (the action itself still decides: the buttons only spare a click)
-ENABLED = {
-    "promote": ("WaitingForPromotion",),
-    "pause": ("Progressing", "WaitingForPromotion"),
-    "resume": ("Paused",),
-    "abort": ("Progressing", "Paused", "WaitingForPromotion"),
-    "retry": views.FINAL_BAD,
+ENABLED: dict[PolicyAction, tuple[PolicyPhase, ...]] = {
+    PolicyAction.PROMOTE: (PolicyPhase.WAITING_FOR_PROMOTION,),
+    PolicyAction.PAUSE: (PolicyPhase.PROGRESSING, PolicyPhase.WAITING_FOR_PROMOTION),
+    PolicyAction.RESUME: (PolicyPhase.PAUSED,),
+    PolicyAction.ABORT: (PolicyPhase.PROGRESSING, PolicyPhase.PAUSED, PolicyPhase.WAITING_FOR_PROMOTION),
+    PolicyAction.RETRY: views.FINAL_BAD,
 }
-CONFIRM = {"promote": "Pass the manual gate of {p}: start stage {n}?",
-           "pause": "Pause the rollout of {p}?", "resume": "Resume the rollout of {p}?",
-           "abort": "Abort the rollout of {p} and roll back to the stable revision?",
-           "retry": "Roll out again the release whose rollout of {p} failed?"}
+CONFIRM = {PolicyAction.PROMOTE: "Pass the manual gate of {p}: start stage {n}?",
+           PolicyAction.PAUSE: "Pause the rollout of {p}?", PolicyAction.RESUME: "Resume the rollout of {p}?",
+           PolicyAction.ABORT: "Abort the rollout of {p} and roll back to the stable revision?",
+           PolicyAction.RETRY: "Roll out again the release whose rollout of {p} failed?"}
 CONFIRM_INCONCLUSIVE = "Pass stage {n} of {p} although its analysis decided nothing (too little traffic)?"
 
 
@@ -90,13 +91,14 @@ class Renderer:
         s, spec = p.get("status") or {}, p.get("spec") or {}
         rows = [views.role_row(self.cache, role, o) for role, o in views.targets(self.cache, p)]
         analysis, metrics = charts.analysis(p)
-        phase = s.get("phase") or "Idle"
+        phase = s.get("phase") or PolicyPhase.IDLE.value
         cur = int(s.get("currentStage") or 0)
         # paused because a stage's analysis decided nothing: promote passes that stage
-        held = phase == "Paused" and any(c.get("reason") == INCONCLUSIVE_REASON
+        held = phase == PolicyPhase.PAUSED and any(c.get("reason") == INCONCLUSIVE_REASON
                                          for c in s.get("conditions") or [])
-        buttons = [{"action": a, "enabled": phase in ENABLED[a] or (held and a == "promote"),
-                    "confirm": (CONFIRM_INCONCLUSIVE if held and a == "promote" else CONFIRM[a]).format(
+        buttons = [{"action": a.value, "enabled": phase in ENABLED[a] or (held and a == PolicyAction.PROMOTE),
+                    "confirm": (CONFIRM_INCONCLUSIVE if held and a == PolicyAction.PROMOTE
+                                else CONFIRM[a]).format(
                         p=f"{ns}/{name}", n=cur)} for a in ACTIONS]
         ref = spec.get("targetRef") or {}
         return self._render(

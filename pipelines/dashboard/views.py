@@ -13,13 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.pipelines.dashboard.cache import Cache
 
 # overview order: what needs a person first (failed, then paused or held at a gate), then the rest
-_RANK = {"Failed": 0, "RolledBack": 1, "Aborted": 2, "Paused": 3, "WaitingForPromotion": 4,
-         "Progressing": 5}
-FINAL_BAD = ("Failed", "RolledBack", "Aborted")
+# (every phase ranked: tests/dashboard/test_phases.py holds it to the CRD's enum)
+_RANK: dict[str, int] = {
+    PolicyPhase.FAILED: 0, PolicyPhase.ROLLED_BACK: 1, PolicyPhase.ABORTED: 2, PolicyPhase.PAUSED: 3,
+    PolicyPhase.WAITING_FOR_PROMOTION: 4, PolicyPhase.PROGRESSING: 5, PolicyPhase.IDLE: 9,
+    PolicyPhase.SUCCEEDED: 9}
+FINAL_BAD = (PolicyPhase.FAILED, PolicyPhase.ROLLED_BACK, PolicyPhase.ABORTED)
 
 
 def _ts(text: str | None) -> float | None:
@@ -103,7 +107,7 @@ def stage_text(policy: Obj) -> str:
     cur = int(s.get("currentStage") or 0)
     if cur:
         return f"{cur} of {stages}"
-    if s.get("phase") == "Succeeded":
+    if s.get("phase") == PolicyPhase.SUCCEEDED:
         return f"{stages} of {stages}"
     failed = [n for n, r in _ended(policy).items() if r == "failed"] if s.get("phase") in FINAL_BAD else []
     return f"failed at {min(failed)} of {stages}" if failed else f"- of {stages}"
@@ -118,7 +122,7 @@ def overview(cache: Cache, now: float) -> list[Row]:
         ref = spec.get("targetRef") or {}
         rows.append(Row(meta.get("namespace", ""), meta["name"],
                         f"{ref.get('kind', '?')}/{ref.get('name', '?')}",
-                        spec.get("strategy", "partition"), s.get("phase") or "Idle",
+                        spec.get("strategy", "partition"), s.get("phase") or PolicyPhase.IDLE.value,
                         stage_text(p), short(s.get("stableRevision")),
                         short(s.get("canaryRevision")), age(meta.get("creationTimestamp"), now),
                         s.get("message") or "", problem(p)))
@@ -142,18 +146,19 @@ class StageView:
 
 def timeline(policy: Obj) -> list[StageView]:
     spec, s = policy.get("spec") or {}, policy.get("status") or {}
-    phase, cur = s.get("phase") or "Idle", int(s.get("currentStage") or 0)
+    phase, cur = s.get("phase") or PolicyPhase.IDLE.value, int(s.get("currentStage") or 0)
     a = s.get("analysis") or {}
     verdicts = {int(v.get("stage") or 0): v.get("phase", "") for v in a.get("verdicts") or []} \
         if a.get("rolloutId") == s.get("rolloutId") else {}
     ended = _ended(policy) if phase in FINAL_BAD else {}
+    gate = PolicyPhase.WAITING_FOR_PROMOTION
     out = []
     for k, st in enumerate(spec.get("stages") or []):
         n = k + 1
-        if phase == "Succeeded":
+        if phase == PolicyPhase.SUCCEEDED:
             state = "passed"
-        elif phase in ("Progressing", "Paused", "WaitingForPromotion") and cur:
-            state = "passed" if n < cur else ("gated" if n == cur and phase == "WaitingForPromotion"
+        elif phase in (PolicyPhase.PROGRESSING, PolicyPhase.PAUSED, gate) and cur:
+            state = "passed" if n < cur else ("gated" if n == cur and phase == gate
                                               else "current" if n == cur else "planned")
         elif phase in FINAL_BAD and (verdicts.get(n) == "Failed" or ended.get(n) == "failed"):
             state = "failed"

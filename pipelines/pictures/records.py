@@ -128,8 +128,8 @@ def _from_timings(ns: str, kind: str, name: str, rid: str, outcome: str, started
                  (rb, rfc3339(recorded.get("rollbackFinished"))) if rb is not None else None)
 
 
-_OUTCOME = {state.SUCCEEDED: "Succeeded", state.ROLLED_BACK: "RolledBack", state.FAILED: "Failed",
-            state.ABORTED: "Aborted"}
+_OUTCOME: dict[str, str] = {state.SUCCEEDED: "Succeeded", state.ROLLED_BACK: "RolledBack",
+                            state.FAILED: "Failed", state.ABORTED: "Aborted"}
 
 
 def _from_annotations(ns: str, kind: str, name: str, objs: list[dict[str, Any]]) -> Trace | None:

@@ -97,7 +97,7 @@ def test_provider_error_is_an_error() -> None:
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
                    "successCondition": "result < baseline"}]}, "metrics.0", "no compare block"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}},
-                   "successCondition": "import os"}]}, "metrics.0.successCondition", "cannot parse"),
+                   "successCondition": "import os"}]}, "metrics.0.successCondition", "syntax error"),
     ({"metrics": [{"name": "m", "provider": {"prometheus": {"query": Q}}, "interval": "soon",
                    "successCondition": "result<1"}]}, "metrics.0.interval", "not a duration"),
     ({"metrics": [{"name": "m", "provider": {"command": {"argv": ["x"]}},

@@ -124,7 +124,7 @@ def test_histogram_release_slower_by_the_tolerance_rarely_passes(n: int) -> None
         assert equal >= 40
 
 
-def _run(metric_doc: dict[str, Any], outcomes: list[Any]) -> Any:
+def _run(metric_doc: dict[str, Any], outcomes: list[Any], sequential: bool = True) -> Any:
     spec = validate_spec({"metrics": [metric_doc]})
     it = iter(outcomes)
 
@@ -134,7 +134,8 @@ def _run(metric_doc: dict[str, Any], outcomes: list[Any]) -> Any:
             raise v
         return v
 
-    return run_analysis(spec, {"revision": "a", "stable_revision": "b"}, measure, sleep=lambda s: None)
+    return run_analysis(spec, {"revision": "a", "stable_revision": "b"}, measure, sleep=lambda s: None,
+                        sequential=sequential)
 
 
 REL = {"name": "m", "provider": {"prometheus": {"query": Q}},
@@ -231,12 +232,17 @@ def test_early_measurements_short_of_traffic_wait_for_evidence() -> None:
     against inconclusiveLimit, once the traffic suffices the metric passes; a metric whose last
     measurement is still short is inconclusive, whatever came before."""
     grows = [(Counts(1, n), Counts(1, n)) for n in (50, 150, 2000, 3000)]
-    res = _run(ERRORS, grows)
+    res = _run(ERRORS, grows, sequential=False)
     assert [m.phase for m in res.measurements] == ["inconclusive", "inconclusive", "successful", "successful"]
     assert all(ev.short_of_traffic(m) for m in res.measurements[:2]) and res.phase == "successful"
-    # the ratios drift: shown within tolerance at 2000, no longer at 3000 (neither failed)
+    # sequential (the default): decided at the first look whose evidence suffices, the last not taken
+    res = _run(ERRORS, grows)
+    assert [m.phase for m in res.measurements] == ["inconclusive", "inconclusive", "successful"]
+    assert res.phase == "successful"
+    # the fixed horizon: the ratios drift, shown within tolerance at 2000, no longer at 3000 (neither
+    # failed)
     drifts = [*grows[:3], (Counts(25, 3000), Counts(1, 3000))]
-    res = _run(ERRORS, drifts)
+    res = _run(ERRORS, drifts, sequential=False)
     assert res.measurements[-1].phase == "inconclusive" and res.phase == "inconclusive"
     # a gap in the data (no series) is not short of traffic: it counts against the limit at once
     gap = _run(ERRORS, [(None, Counts(1, 50)), *grows[1:]])
