@@ -6,7 +6,6 @@ DS) selecting the role's series and each role's new revision its own."""
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.components import prometheus
 from lwsflow.components.loadgen import LoadGenerator, LoadSpec, pod_endpoints
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
@@ -23,6 +23,7 @@ from lwsflow.controller.rollout import gate
 from lwsflow.pipelines.cli import main
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.testing import EmbeddedCluster
+from reliability.ports import ReservedPort
 
 STABLE = "sha256:" + "1" * 64
 SLOWER = "sha256:" + "2" * 64  # Ready, but four times slower TTFT
@@ -30,16 +31,18 @@ SAME = "sha256:" + "3" * 64
 FLAKY = "sha256:" + "4" * 64  # Ready, but half of its requests fail
 MODEL = "m"
 SPEED = 20.0
+# initialDelay = window: every window full of the new pods' requests, the hook having waited for two
+# scrapes of each (docs/analysis.md, the time rule; as test_analysis_rollout.py)
 SEL = 'namespace="{{namespace}}",lws="{{lws}}",role="{{role}}",revision="{{revision}}"'
 TTFT = {"window": "5s", "metrics": [{
-    "name": "ttft-p95", "initialDelay": "8s", "interval": "1s", "count": 3, "failureLimit": 1,
+    "name": "ttft-p95", "initialDelay": "5s", "interval": "1s", "count": 3, "failureLimit": 1,
     "inconclusiveLimit": 1,
     "provider": {"prometheus": {"query": (
         f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{SEL}}}"
         "[{{window}}])))")}},
     "compare": {"mode": "relative", "tolerance": 10}}]}
 ERRORS = {"window": "5s", "metrics": [{
-    "name": "error-ratio", "initialDelay": "8s", "interval": "1s", "count": 2, "failureLimit": 0,
+    "name": "error-ratio", "initialDelay": "5s", "interval": "1s", "count": 2, "failureLimit": 0,
     "inconclusiveLimit": 1, "successCondition": "result < 0.05",
     "provider": {"prometheus": {"query": (
         f'sum(rate(vllm:request_success_total{{{SEL},finished_reason="error"}}[{{{{window}}}}])) / '
@@ -49,7 +52,8 @@ ERRORS = {"window": "5s", "metrics": [{
 class Env:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.port = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
+        self._port = ReservedPort()  # every pod's engine serves on it, at its pod IP
+        self.port = self._port.port
         cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=6)],
                             timings=Timings(pull_gbps=100.0, cpu_image_gb=0.1, container_start_s=1.0,
                                             weight_gb=0.0),
@@ -111,6 +115,7 @@ class Env:
     def close(self) -> None:
         self.kube.api.close()
         self.sim.close()
+        self._port.close()
 
 
 @pytest.fixture
@@ -183,3 +188,31 @@ def test_ds_good_release_passes_the_analysis_of_both_roles(env: Env) -> None:
     assert {m["role"] for m in stage["analysis"]} == {"prefill", "decode"}
     assert all(m["phase"] == "successful" for m in stage["analysis"]), stage["analysis"]
     assert "role decode" in stage["hooks"][0] and "role prefill" in stage["hooks"][0]
+
+
+def test_the_scrape_wait_lets_go_of_a_pod_deleted_meanwhile(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DS's old child's pods can be listed when the hook starts and deleted (gone from the targets
+    file) before Prometheus scraped them twice: the wait goes on with the pods still there instead of
+    running to its timeout and failing the stage ("Prometheus did not scrape ... in time")."""
+    prom = prometheus.Prometheus("http://prom", tmp_path / "targets.json", tmp_path, None)  # type: ignore[arg-type]
+    new = {"targets": ["127.9.0.1:8000"], "labels": {"pod": "new-0", "revision": "b"}}
+    old = {"targets": ["127.9.0.2:8000"], "labels": {"pod": "old-0", "revision": "a"}}
+    looks = iter(range(1_000_000))
+    delete_at: list[int] = []
+
+    def active(_url: str) -> list[dict[str, Any]]:
+        """new-0 scraped at every look, old-0 never; old-0 leaves the file at the look ``delete_at``."""
+        n = next(looks)
+        if n in delete_at:
+            prom.set_targets([new])
+        return [{"labels": new["labels"], "health": "up", "lastScrape": f"t{n}"}]
+    monkeypatch.setattr(prometheus, "active_targets", active)
+    both = {("new-0", "b"), ("old-0", "a")}
+    prom.set_targets([new, old])
+    assert not prom.wait_for_targets(both, timeout_s=0.5)  # old-0 stays: waited for to the end
+    prom.set_targets([new, old])
+    delete_at.append(next(looks) + 3)
+    assert prom.wait_for_targets(both, timeout_s=5)  # old-0 deleted while we waited
+    # a pod never in the file (targets written by someone else) is still waited for
+    assert not prom.wait_for_targets({("new-0", "b"), ("other-0", "c")}, timeout_s=0.5)

@@ -13,8 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.components.analysis_hook import analysis_hook
 from lwsflow.components.loadgen import LoadGenerator, LoadSpec
+from lwsflow.components.prometheus import serving_targets
+from lwsflow.controller.analysis.spec import AnalysisSpec
+from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import LWS
+from lwsflow.controller.rollout.hooks import HookContext, HookResult
 from lwsflow.pipelines.cli import main
 from reliability.analysis_env import MODEL, SAME, SLOWER, STABLE, AnalysisEnv, ttft_spec
 
@@ -129,3 +134,48 @@ def test_load_needs_a_gateway_for_pairs_and_blue_green(tmp_path: Path, capsys: p
     rc = main(["rollout", "run", *extra, "--kubeconfig", str(tmp_path / "none"), "--load", "5"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: --load-url: give --load-url")
+
+
+class _Kube:
+    """The two reads the hook makes of an LWS: its pods and its leader StatefulSet's revision."""
+
+    def __init__(self, revisions: list[str]) -> None:
+        self.pods = [{"metadata": {"name": f"llama-{i}", "namespace": "default", "labels": {
+            L.NAME: "llama", L.WORKER_INDEX: "0", L.TEMPLATE_REVISION_HASH: rev}},
+            "spec": {"containers": [{"name": "e", "ports": [{"containerPort": 8000}]}]},
+            "status": {"phase": "Running", "podIP": f"127.9.0.{i + 1}"}} for i, rev in enumerate(revisions)]
+
+    def list(self, _res: object, _ns: str, label_selector: str = "") -> tuple[list[dict[str, Any]], str]:
+        return self.pods, "1"
+
+    def get(self, _res: object, _ns: str, _name: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {L.TEMPLATE_REVISION_HASH: "new"}}}
+
+
+class _Prometheus:
+    """Records the scrapes the hook waits for, and says they never came."""
+
+    def __init__(self) -> None:
+        self.waited: list[set[tuple[str, str]]] = []
+
+    def sync_from_pods(self, pods: list[dict[str, Any]], namespace: str | None = None) -> list[Any]:
+        return serving_targets(pods)
+
+    def wait_for_targets(self, pods: set[tuple[str, str]]) -> bool:
+        self.waited.append(pods)
+        return False
+
+
+def test_a_stage_with_no_stable_pod_left_skips_the_analysis_without_waiting_for_scrapes() -> None:
+    """At 100% no stable pod is left to compare with: the hook says so at once instead of first
+    waiting for Prometheus to discover and scrape the new pods (up to ~6 s each time)."""
+    spec = AnalysisSpec.model_validate(SPEC)
+    ctx = HookContext(kind=L.LWS_KIND, namespace="default", name="llama", stage=2, stages=2, target_groups=2)
+    prom = _Prometheus()
+    done = analysis_hook(spec, _Kube(["new", "new"]), "http://prom", prom)(ctx)  # type: ignore[arg-type]
+    assert isinstance(done, HookResult) and done.ok and "analysis skipped at stage 2" in done.detail, done
+    assert prom.waited == []
+    # the control: with a stable pod serving the stage is analysed, after the new pod's scrapes
+    mixed = analysis_hook(spec, _Kube(["new", "old"]), "http://prom", prom)(ctx)  # type: ignore[arg-type]
+    assert isinstance(mixed, HookResult) and not mixed.ok and "did not scrape" in mixed.detail, mixed
+    assert prom.waited == [{("llama-0", "new"), ("llama-1", "old")}]

@@ -8,7 +8,7 @@ in an InferencePool, so upgrade through a new pool."""
 
 from __future__ import annotations
 
-import random
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +26,7 @@ from lwsflow.controller.rollout.compat import ALL_AT_ONCE
 from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.pipelines.cli import main
 from lwsflow.sim.engine import start_engine
+from reliability.ports import ReservedPort
 from reliability.rollout_env import (
     LAYOUTS,
     NEW_LAYOUT,
@@ -38,10 +39,22 @@ from reliability.rollout_env import (
     make_env,
 )
 
-PORT = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
+_RESERVED = ReservedPort()  # held while the test process runs: the module's engines serve on it
+PORT = _RESERVED.port
 
 
 # -- the probe against engines, no cluster ---------------------------------------------------------------
+
+def test_the_reserved_port_is_the_engines_alone() -> None:
+    """The engines of every pod serve on PORT at their pod IPs while no other socket may take it
+    (reliability/ports.py)."""
+    with start_engine(host="127.201.0.1", port=PORT, model="m") as a, \
+            start_engine(host="127.201.0.2", port=PORT, model="m") as b:
+        assert (a.port, b.port) == (PORT, PORT)
+        for host in ("127.201.0.3", "0.0.0.0"):
+            with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
+                other.bind((host, PORT))
+
 
 def _ep(url: str, role: str, what: str) -> Endpoint:
     return Endpoint(target=f"{what} {role}", url=url, role=role, model="m")  # type: ignore[arg-type]
