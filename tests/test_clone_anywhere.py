@@ -10,6 +10,7 @@ conformance tier (``tests/conformance/test_clone_refcluster.py``), where its bin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,8 +40,12 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict
     env = fresh_clone.clean_env(LWSFLOW_CACHE=str(parent.parent / "cache"))
     setup = fresh_clone.run(["bash", "scripts/setup"], repo, env, 900)
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    # every module was fetched into the fresh cache, with a progress line each
-    assert setup.stderr.count("lwsflow: fetching ") == 4, setup.stderr
+    # every pinned module was fetched into the fresh cache, with a progress line each
+    pinned = re.findall(r"^\t(\S+) (v\S+)$", (repo / "scripts" / "upstream" / "go.mod").read_text(), re.M)
+    assert len(pinned) >= 7
+    for module, version in pinned:
+        assert f"lwsflow: fetching {module}@{version} " in setup.stderr, (module, setup.stderr)
+    assert setup.stderr.count("lwsflow: fetching ") == len(pinned), setup.stderr
     yield repo, env
 
 

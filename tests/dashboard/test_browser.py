@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -43,6 +44,17 @@ def _until(browser: Any, what: str, pred: Callable[[Any], Any], timeout: float =
 
 
 # Reads go through one script each: a live update may swap the elements between two WebDriver calls.
+def _click(browser: Any, by: str, value: str) -> None:
+    """Click an element, finding it again when a server-sent update replaced it between find and click
+    (the overview re-renders whenever any policy's status changes)."""
+    def attempt(d: Any) -> bool:
+        d.find_element(by, value).click()
+        return True
+    stale = (StaleElementReferenceException,)
+    wait = WebDriverWait(browser, 30, poll_frequency=0.1, ignored_exceptions=stale)
+    wait.until(attempt, message=f"click {value}")
+
+
 def _text(browser: Any, css: str) -> str:
     return str(browser.execute_script(
         "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : '';", css))
@@ -119,7 +131,7 @@ def _story(browser: Any, env: AnalysisEnv, url: str, tmp: Path) -> None:
     row = f'tr[data-policy="{NS}/{NAME}"]'
     _until(browser, "the controller adopts the stable release",
            lambda d: _text(d, f"{row} td.rev") not in ("", "-"))
-    browser.find_element(By.LINK_TEXT, NAME).click()  # to the rollout's page, as a person would
+    _click(browser, By.LINK_TEXT, NAME)  # to the rollout's page, as a person would
     _until(browser, "the rollout page", lambda d: _text(d, "#phase") == "Idle")
     browser.execute_script("window.__sameDocument = true")  # a reload would drop it
     before = _cells(browser)
@@ -139,7 +151,7 @@ def _story(browser: Any, env: AnalysisEnv, url: str, tmp: Path) -> None:
     assert _attrs(browser, '.metric[data-metric="ttft-p95"]', "data-phase") == [{"data-phase": "successful"}]
     _shot(browser, "rollout", tmp)
 
-    browser.find_element(By.ID, "btn-promote").click()
+    _click(browser, By.ID, "btn-promote")
     alert = WebDriverWait(browser, 5).until(EC.alert_is_present())
     assert "stage 2" in alert.text
     alert.accept()
@@ -172,7 +184,7 @@ def _read_only(browser: Any, url: str, tmp: Path) -> None:
     browser.get(f"{url}p/{NS}/{NAME}")
     _until(browser, "the read-only page", lambda d: _text(d, "#phase") == "RolledBack", 20)
     _until(browser, "the nodes' 403", lambda d: "403" in _text(d, '.banner[data-kind="nodes"]'), 20)
-    browser.find_element(By.ID, "btn-retry").click()
+    _click(browser, By.ID, "btn-retry")
     WebDriverWait(browser, 5).until(EC.alert_is_present()).accept()
     said = _until(browser, "the refusal", lambda d: _text(d, "#action-result"), 10)
     assert "403 Forbidden" in said, said
