@@ -32,7 +32,7 @@ ENDED = ("Succeeded", "RolledBack", "Failed")
 def _pair(env: Env) -> None:
     """Pair ``c``: 2 prefill and 1 decode groups, each pod's engine serving its role (the role label
     on the pod template, which the stand-in engine reads, as llm-d's would its flags)."""
-    port = random.randint(20_000, 60_000)  # the engines' port (below the ephemeral range)
+    port = random.randint(20_000, 32_000)  # the engines' port (below the ephemeral range)
     for role, n in (("prefill", 2), ("decode", 1)):
         doc = serving(f"c-{role}", port, replicas=n, partition=n, labels={L.PD_PAIR: "c", L.ROLE: role})
         doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = {L.ROLE: role}

@@ -60,7 +60,7 @@ def test_controller_rbac_matches_what_it_uses(served: Env, tmp_path: Path) -> No
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
     # delete) is used
     env.cluster.config.max_unavailable_statefulset = True
-    port = random.randint(20_000, 60_000)  # the engines' port (below the ephemeral range)
+    port = random.randint(20_000, 32_000)  # the engines' port (below the ephemeral range)
     env.create_ready(serving("ok", port, replicas=2, partition=2))
     service_for(env, "ok", port)
     env.create_ready(serving("bad", port, replicas=2, partition=2))

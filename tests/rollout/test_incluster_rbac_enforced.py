@@ -137,7 +137,7 @@ def test_every_check_and_hook_with_only_the_shipped_roles(served: Env, tmp_path:
     and, in the policy's namespace, overlays/controller/notifications' Role (what docs/controller.md
     tells an operator to apply): Succeeded, no 403 anywhere, the webhook's URL read from its Secret."""
     env = served
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)
     env.create_ready(serving("m", port, replicas=2, partition=2))
     service_for(env, "m", port)
     sink = Sink()
@@ -172,7 +172,7 @@ def test_a_check_refused_by_rbac_fails_with_the_api_servers_words(served: Env, t
     the check's name: status.message, the Warning Events on the policy, the controller's log and
     `kubectl lwsflow status`."""
     env = served
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)
     env.create_ready(serving("m", port, replicas=2, partition=2))
     env.kube.create(ROLLOUT_POLICY, NS, policy("m", "m", [{"groups": 1, "checks": [{"smoke": {}}]},
                                                           {"groups": "100%"}]))

@@ -48,8 +48,10 @@ def test_rbac_matches_what_the_controller_uses(served: Env, tmp_path: Path,
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
     # delete) is used
     env.cluster.config.max_unavailable_statefulset = True
-    opts = RolloutOptions(stages="1,100%", deadline_s=90)
-    port = random.randint(20_000, 60_000)  # the stand-in engines' port (below the ephemeral range)
+    # 10 minutes of cluster time (3 s wall at 200x) per stage: the bad release, and then its rollback (a
+    # forced group recreate), each get that long, so a loaded machine does not run the rollback out of time
+    opts = RolloutOptions(stages="1,100%", deadline_s=600)
+    port = random.randint(20_000, 32_000)  # the stand-in engines' port (below the ephemeral range, 32768+)
     good = serving("ok", port, replicas=2)
     env.create_ready(good)
     service_for(env, "ok", port)
@@ -253,7 +255,7 @@ def test_smoke_rollout_with_only_the_service_account(served: Env, tmp_path: Path
     from lwsflow.pipelines.cli import main
 
     env = served
-    port = random.randint(20_000, 60_000)
+    port = random.randint(20_000, 32_000)
     base = serving("m", port, replicas=2)
     env.create_ready(base)
     service_for(env, "m", port)
