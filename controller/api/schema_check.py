@@ -144,7 +144,7 @@ def _in_body(err: jsonschema.ValidationError, path: str) -> str | None:
     elif v == "pattern":
         return f"Invalid value: {_short(inst)}: {path} in body should match '{val}'"
     elif v == "type" and isinstance(val, str):
-        kind = _json_type(inst)
+        kind = json_type(inst)
         return f'Invalid value: "{kind}": {path} in body must be of type {val}: "{kind}"'
 
     else:
@@ -152,7 +152,8 @@ def _in_body(err: jsonschema.ValidationError, path: str) -> str | None:
     return f"Invalid value: {inst}: {path} in body should be {rel} {val}"
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """kube-openapi's name of a JSON value's type, as its validation errors quote it."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -15,6 +15,7 @@ import re
 import time
 from typing import Any
 
+from lwsflow.controller.api import schema_check
 from lwsflow.controller.errors import BadRequest, FieldError, Unprocessable
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import core_admission, crds, rbac_validation, typeerrors
@@ -99,7 +100,7 @@ def _type_words(e: FieldError, obj: dict[str, Any]) -> FieldError:
             cur = cur[t.group(1)] if t.group(1) is not None else cur[int(t.group(2))]
         except (KeyError, IndexError, TypeError):
             return e
-    kind = typeerrors.openapi_type(cur)
+    kind = schema_check.json_type(cur)
     return FieldError(e.path, f'Invalid value: "{kind}": {e.path} in body must be of type {m.group(1)}: '
                               f'"{kind}"')
 

@@ -178,21 +178,6 @@ def _go_type(m: Mismatch) -> str | None:
     return None
 
 
-def openapi_type(value: Any) -> str:
-    """kube-openapi's name of a JSON value's type, as its validation errors quote it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _json_kind(value: Any) -> str:
     """encoding/json's word for the JSON value it could not store (UnmarshalTypeError.Value)."""
     if isinstance(value, bool):
