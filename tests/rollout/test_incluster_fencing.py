@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -39,18 +40,20 @@ def _kube(env: Env, agent: str) -> Kube:
     return kube
 
 
-def _replica(env: Env, name: str) -> Controller:
+def _replica(env: Env, name: str, lease: str = "fence", **controller: Any) -> Controller:
+    """A leader-electing controller replica on ``lease``, its Lease and its writes on connections of their
+    own (User-Agents ``lease/NAME`` and ``lwsflow-controller/NAME``); ``controller``: more arguments."""
     stop = threading.Event()
-    leader = LeaderElector(_kube(env, f"lease/{name}"), NS, "fence", name, lease_duration_s=3.0,
+    leader = LeaderElector(_kube(env, f"lease/{name}"), NS, lease, name, lease_duration_s=3.0,
                            renew_deadline_s=2.0, retry_period_s=0.5, on_lost=stop.set)
     threading.Thread(target=leader.run, daemon=True).start()
     return Controller(_kube(env, f"lwsflow-controller/{name}"), env.clock(), namespace=NS, leader=leader,
-                      stop=stop)
+                      stop=stop, **controller)
 
 
-def _holder(env: Env) -> str:
+def _holder(env: Env, lease: str = "fence") -> str:
     try:
-        return str(env.kube.get(LEASE, NS, "fence")["spec"].get("holderIdentity") or "")
+        return str(env.kube.get(LEASE, NS, lease)["spec"].get("holderIdentity") or "")
     except Exception:
         return ""
 

@@ -14,18 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_incluster_fencing as fencing
+from test_incluster_leader import _wait
 from test_incluster_pd_probe import _pair, _policy, _sync_pair
 
 from lwsflow.components.pd_probe import pd_probe
-from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.manager import Controller
-from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import LEASE
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import running, wait_policy
 from reliability.rollout_env import LAYOUTS, NS, SAME_LAYOUT, Env, make_env
 
 WRITES = {"create", "patch", "update", "delete"}
+LEASE_NAME = "probe-fence"
 
 
 @pytest.fixture
@@ -37,36 +37,14 @@ def env(tmp_path: Path) -> Iterator[Env]:
         e.close()
 
 
-def _kube(env: Env, agent: str) -> Kube:
-    kube = Kube.connect(str(env.kubeconfig))
-    kube.api.user_agent = agent
-    return kube
-
-
 def _replica(env: Env, name: str) -> Controller:
-    stop = threading.Event()
-    leader = LeaderElector(_kube(env, f"lease/{name}"), NS, "probe-fence", name, lease_duration_s=3.0,
-                           renew_deadline_s=2.0, retry_period_s=0.5, on_lost=stop.set)
-    threading.Thread(target=leader.run, daemon=True).start()
-    agent = f"lwsflow-controller/{name}"
-    return Controller(_kube(env, agent), env.clock(), namespace=NS, leader=leader, stop=stop,
-                      pd_probe=pd_probe(_kube(env, agent)))
+    """A replica wired as `lwsflow controller run` wires it: the probe built on its own connection."""
+    return fencing._replica(env, name, LEASE_NAME,
+                            pd_probe=pd_probe(fencing._kube(env, f"lwsflow-controller/{name}")))
 
 
 def _holder(env: Env) -> str:
-    try:
-        return str(env.kube.get(LEASE, NS, "probe-fence")["spec"].get("holderIdentity") or "")
-    except Exception:
-        return ""
-
-
-def _until(pred: object, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not reached in {timeout}s: {what}")
+    return fencing._holder(env, LEASE_NAME)
 
 
 def test_a_leader_deposed_mid_probe_makes_no_write_after_the_standbys_first(env: Env) -> None:
@@ -96,15 +74,15 @@ def test_a_leader_deposed_mid_probe_makes_no_write_after_the_standbys_first(env:
     _policy(env)
     a = _replica(env, "a")
     with running(a):
-        _until(lambda: _holder(env) == "a", 20, "a leads")
+        _wait(lambda: _holder(env) == "a", 20, "a leads")
         b = _replica(env, "b")
         with running(b):
             wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
             _sync_pair(env, SAME_LAYOUT)
             assert probing.wait(30), "a never created its canaries"
             hang.set()
-            _until(lambda: _holder(env) == "b", 20, "the standby took over")
-            _until(lambda: any(agent == "lwsflow-controller/b" for _t, agent, _v, _r in list(writes)), 20,
+            _wait(lambda: _holder(env) == "b", 20, "the standby took over")
+            _wait(lambda: any(agent == "lwsflow-controller/b" for _t, agent, _v, _r in list(writes)), 20,
                    "b wrote")
             release.set()  # a's probe goes on: its canaries, the hand-offs, then their removal
             worker = a.workers.get(f"{NS}/pp")
