@@ -18,9 +18,7 @@ import random
 import re
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.yamlio import dump_yaml
 from lwsflow.pipelines import kubectl_plugin
+from reliability.http_sink import Sink
 from reliability.incluster_env import install_rbac
 from reliability.rollout_env import lws_manifest, make_env
 
@@ -57,32 +56,6 @@ POLICIES = documented()
 
 def test_the_docs_show_a_policy() -> None:
     assert [w for w, _ in POLICIES if w.startswith("controller.md")], POLICIES
-
-
-class _Sink:
-    """The webhook's endpoint: records every POST."""
-
-    def __init__(self) -> None:
-        self.posts: list[bytes] = []
-        posts = self.posts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                posts.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_a: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
@@ -111,7 +84,7 @@ def test_documented_policy_rolls_out_to_succeeded_with_the_shipped_rbac(where: s
     ref = doc["spec"]["targetRef"]
     assert ref["kind"] == "LeaderWorkerSet", f"{where}: add a target for {ref['kind']} to this test"
     env = make_env(tmp_path, images={})  # stand-in engines serve on the pods' IPs
-    sink = _Sink()
+    sink = Sink()
     proc: subprocess.Popen[bytes] | None = None
     log = tmp_path / "controller.log"
     try:

@@ -14,7 +14,7 @@ import random
 import threading
 from pathlib import Path
 
-from rbac_kit import ANALYSIS, Sink, every_check, served, service_for, serving
+from rbac_kit import ANALYSIS, every_check, served, service_for, serving
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
@@ -27,6 +27,7 @@ from lwsflow.controller.rollout import session
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.pipelines.cli.controller import _analysis, _smoke
 from lwsflow.sim.apiserver import ApiServer
+from reliability.http_sink import Sink
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, new_release
 

@@ -18,13 +18,14 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 from markupsafe import escape
-from rbac_kit import ANALYSIS, Sink, every_check, served, service_for, serving
+from rbac_kit import ANALYSIS, every_check, served, service_for, serving
 
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate
 from lwsflow.pipelines import kubectl_plugin
 from lwsflow.pipelines.dashboard.cache import Cache
 from lwsflow.pipelines.dashboard.pages import Renderer
+from reliability.http_sink import Sink
 from reliability.incluster_env import SYSTEM_NS, install_rbac, policy, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
 
