@@ -25,14 +25,14 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import os
 import re
 import sys
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from lwsflow.components.atomic import write_file_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
@@ -246,14 +246,6 @@ def render(doc: str, root: Path | None = None) -> str:
     return INLINE.sub(inline, BLOCK.sub(block, doc))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
@@ -271,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    f"{DOC.name} (as written)", f"{DOC.name} (from the code)"))
         print(f"docs/{DOC.name} differs from the code: run {COMMAND}", file=sys.stderr)
         return 1
-    _write_atomic(DOC, new)
+    write_file_atomic(DOC, new.encode())
     print(f"wrote docs/{DOC.name}")
     return 0
 

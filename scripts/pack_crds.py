@@ -9,23 +9,14 @@ writing. The LWS/DS copies are the product's own (see ``lwsflow.controller.api.c
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lwsflow.components.atomic import write_file_atomic
 from lwsflow.controller.api.crd import PACKAGE_DIR, encode_packed, extract_crd_file, upstream_sources
 from lwsflow.controller.api.paths import UpstreamMissing
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o644)  # mkstemp makes 0600; packaged data must be world-readable
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{dest}: differs from {src}", file=sys.stderr)
                 drift += 1
         elif not same:
-            _write_atomic(dest, data)
+            write_file_atomic(dest, data)  # 0644: packaged data must be world-readable
             print(f"wrote {dest} ({len(data)} bytes)")
     return 1 if drift else 0
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lwsflow.components.atomic import write_file_atomic
 from lwsflow.controller.api import paths
 from lwsflow.controller.api.paths import UpstreamMissing
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if not same:
-        DEST.write_bytes(data)
+        write_file_atomic(DEST, data)  # a reader never sees half a table
         print(f"wrote {DEST} ({len(data)} bytes)")
     return 0
 
