@@ -11,7 +11,6 @@ without evidence).
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -28,7 +27,7 @@ from pydantic import (
 )
 from pydantic.config import JsonDict
 
-from lwsflow.controller.analysis import expr
+from lwsflow.controller.analysis import condition
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.errors import InvalidInput
 
@@ -225,9 +224,9 @@ Duration = Annotated[float, Field(gt=0, json_schema_extra=_DURATION_SCHEMA)]
 class Metric(_Model):
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$", max_length=63)]
     provider: Provider
-    # bounded for the RolloutPolicy CRD's CEL rules (their cost estimate), as expr.parse bounds them
-    success_condition: str | None = Field(None, alias="successCondition", max_length=expr.MAX_LENGTH)
-    failure_condition: str | None = Field(None, alias="failureCondition", max_length=expr.MAX_LENGTH)
+    # CEL (condition.py); bounded for the RolloutPolicy CRD's rules (their cost estimate) as parse bounds them
+    success_condition: str | None = Field(None, alias="successCondition", max_length=condition.MAX_LENGTH)
+    failure_condition: str | None = Field(None, alias="failureCondition", max_length=condition.MAX_LENGTH)
     compare: Compare | None = None
     interval: Duration = 30.0
     count: int = Field(1, ge=1, le=1000)
@@ -246,14 +245,14 @@ class Metric(_Model):
     @classmethod
     def _condition(cls, v: str | None) -> str | None:
         if v is not None:
-            expr.parse(v)
+            condition.parse(v)
         return v
 
     @model_validator(mode="after")
     def _coherent(self) -> Metric:
         if not (self.success_condition or self.failure_condition or self.compare):
             raise ValueError("give successCondition, failureCondition or compare")
-        uses_baseline = any("baseline" in {n.id for n in ast.walk(expr.parse(c)) if isinstance(n, ast.Name)}
+        uses_baseline = any("baseline" in condition.parse(c).names
                             for c in (self.success_condition, self.failure_condition) if c)
         if uses_baseline and not self.compare:
             raise ValueError("a condition reads 'baseline' but no compare block measures the stable revision")
@@ -270,14 +269,14 @@ class Metric(_Model):
         extra = [q for q in (self.compare.total, self.compare.requests) if q] if self.compare else []
         return self.provider.templates() + extra
 
-    def conditions(self) -> tuple[ast.Expression | None, ast.Expression | None]:
-        """(success, failure) parsed; compare adds its bound to the success condition."""
-        succ = self.success_condition
-        bound = self.compare.condition() if self.compare else None
-        if bound:
-            succ = f"({succ}) and ({bound})" if succ else bound
-        return (expr.parse(succ) if succ else None,
-                expr.parse(self.failure_condition) if self.failure_condition else None)
+    def conditions(self) -> tuple[condition.Condition | None, condition.Condition | None]:
+        """(success, failure) checked; compare adds its bound to the success condition."""
+        succ = condition.parse(self.success_condition) if self.success_condition else None
+        text = self.compare.condition() if self.compare else None
+        if text:
+            bound = condition.parse(text)
+            succ = condition.both(succ, bound) if succ else bound
+        return succ, condition.parse(self.failure_condition) if self.failure_condition else None
 
 
 class AnalysisSpec(_Model):

@@ -3,7 +3,7 @@
 
 The pydantic model (``model.py``) stays the one definition of a valid policy; these rules restate the
 parts of it a CEL rule can check, with the same patterns (``GROUPS_PERCENT``, ``duration.PATTERN``,
-``expr.CONDITION_CHARS``), and tests/rollout/test_policy_rules.py holds both to the same answers.
+``condition.CONDITION_CHARS``), and tests/rollout/test_policy_rules.py holds both to the same answers.
 
 A rule about one stage sits on the ``stages`` list, not on its items, so that its message can count
 stages as the user does: ``messageExpression`` finds the first stage that breaks it and says
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lwsflow.controller.analysis import expr
+from lwsflow.controller.analysis import condition
 from lwsflow.controller.api import duration
 
 MAX_STAGES = 20
@@ -30,8 +30,7 @@ DURATION_MAX_LENGTH = 32
 GROUPS_SAYS = "groups must be a number of groups (1 or more) or a percent from 1% to 100%, like 25%"
 BAKE_SAYS = f"bake must be {duration.EXAMPLES}"
 DEADLINE_SAYS = f"progressDeadline must be {duration.EXAMPLES}, above 0"
-CONDITION_SAYS = ("may hold only numbers, result, baseline, + - * /, comparisons, and, or, not, abs(), "
-                  "min(), max() and parentheses")
+CONDITION_SAYS = condition.CHARS_SAYS
 
 
 def _lit(text: str) -> str:
@@ -133,9 +132,13 @@ def deadline_rules() -> list[dict[str, str]]:
 
 
 def condition_rules(field: str) -> list[dict[str, str]]:
-    """On an analysis metric's ``successCondition``/``failureCondition``: what CEL can check of the
-    condition language (its characters); its grammar is checked by the controller (``expr.parse``)."""
-    return [{"rule": f"self.matches({_lit(expr.CONDITION_CHARS)})", "message": f"{field} {CONDITION_SAYS}"}]
+    """On an analysis metric's ``successCondition``/``failureCondition`` (itself CEL): what a rule can
+    check of it, its characters and the old Python words; its grammar and types are checked by the
+    controller (``condition.parse``)."""
+    return [{"rule": f"self.matches({_lit(condition.CONDITION_CHARS)})",
+             "message": f"{field} {CONDITION_SAYS}"},
+            {"rule": f"!self.matches({_lit(condition.PYTHON_WORDS)})",
+             "message": f"{field} is CEL: {condition.MIGRATE_SAYS}"}]
 
 
 def attach(schema: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
                                              "successCondition": "result < 1 %"}]}},
      'spec.analysis.metrics[0].successCondition: Invalid value: "result < 1 %": successCondition may hold '
      "only numbers, result, baseline"),
+    ("condition-python", {"analysis": {"metrics": [{"name": "errors",
+                                                    "provider": {"prometheus": {"query": "up"}},
+                                                    "failureCondition": "result > 1 and result < 2"}]}},
+     'spec.analysis.metrics[0].failureCondition: Invalid value: "result > 1 and result < 2": '
+     "failureCondition is CEL: write && for and, || for or, ! for not"),
     ("bake", {"stages": [{"groups": 1}, {"groups": "100%", "bake": "5 minutes"}]},
      'spec.stages: Invalid value: stage 2: bake must be a duration like 90s, 5m, 1h30m or 500ms, '
      "or plain seconds like 90"),

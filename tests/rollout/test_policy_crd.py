@@ -98,6 +98,11 @@ _METRIC = {"name": "errors", "provider": {"prometheus": {"query": "up"}}}
      "analysis metric errors: successCondition: 'result >': syntax error at the end: invalid syntax"),
     ({"analysis": {"metrics": [{**_METRIC, "failureCondition": "result > > 1"}]}},
      "analysis metric errors: failureCondition: 'result > > 1': syntax error at column 10: invalid syntax"),
+    ({"analysis": {"metrics": [{**_METRIC, "failureCondition": "0 < result < 1"}]}},
+     "analysis metric errors: failureCondition: '0 < result < 1': comparisons do not chain in CEL: write "
+     "0 < result && result < 1"),
+    ({"analysis": {"metrics": [{**_METRIC, "successCondition": "result"}]}},
+     "analysis metric errors: successCondition: 'result' is a number, not a condition"),
     ({"onFailure": "ignore"}, "onFailure: Input should be 'rollback' or 'hold' (got 'ignore')"),
     ({"progressDeadline": "0s"}, "progressDeadline: must be above 0 (got '0s')"),
     ({"targetRef": {"kind": "DisaggregatedSet", "name": "d"}},
