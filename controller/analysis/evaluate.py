@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from lwsflow.controller.analysis import expr, stats
+from lwsflow.controller.analysis import condition, stats
 from lwsflow.controller.analysis.spec import Metric
 
 Phase = Literal["successful", "failed", "inconclusive", "error"]
@@ -40,10 +40,13 @@ class Look:
     index: int
     fractions: tuple[float, ...]
 
-    def levels(self, alpha: float) -> tuple[float, float]:
-        """(fail, pass) nominal p-value levels of this look."""
+    def levels(self, alpha: float, latency: bool = False) -> tuple[float, float]:
+        """(fail, pass) nominal p-value levels of this look. ``latency``: the fail side spends
+        nothing at the first look (``stats.spent``'s delay: its counts are mostly a fresh engine's
+        warm-up, which a slower release cannot be told from) and from then on as without."""
         i = min(self.index, len(self.fractions)) - 1
-        return (stats.sequential_levels(alpha, stats.FAIL_RHO, self.fractions)[i],
+        delay = self.fractions[0] if latency and len(self.fractions) > 1 else 0.0
+        return (stats.sequential_levels(alpha, stats.FAIL_RHO, self.fractions, delay)[i],
                 stats.sequential_levels(1.0 - stats.POWER, stats.PASS_RHO, self.fractions)[i])
 
 
@@ -104,7 +107,7 @@ def _statistical(metric: Metric, value: Observation, baseline: Observation,
     levels."""
     assert metric.compare is not None
     c = metric.compare
-    alpha, beta = look.levels(c.alpha) if look else (c.alpha, 1.0 - stats.POWER)
+    alpha, beta = look.levels(c.alpha, c.mode == "histogram") if look else (c.alpha, 1.0 - stats.POWER)
     at = f" (look {look.index} of {len(look.fractions)}: p < {alpha:.2g})" if look else ""
     if value is None or baseline is None:
         return "inconclusive", "no data" if value is None else "no data for the stable revision"
@@ -171,15 +174,15 @@ def judge(metric: Metric, value: Observation, baseline: Observation = None,
     succ, fail = metric.conditions()
     values = {"result": number, "baseline": base}
     try:
-        if fail is not None and expr.evaluate(fail, values):
+        if fail is not None and condition.evaluate(fail, values):
             return "failed", f"failureCondition {metric.failure_condition} holds"
         if succ is not None:
-            if expr.evaluate(succ, values):
+            if condition.evaluate(succ, values):
                 return "successful", tested
             bound = metric.compare.condition() if metric.compare else None
             return "failed", (f"worse than stable beyond tolerance ({bound})" if bound
                               else "successCondition does not hold")
-    except expr.MissingValue as missing:
+    except condition.MissingValue as missing:
         return "inconclusive", f"no value for {missing}"
     return "successful", tested
 

@@ -20,7 +20,10 @@ Two tests, each one-sided with a stated false-positive rate ``alpha`` per measur
   latency; the linear interpolation of ``histogram_quantile`` overstated it where the density falls,
   so a release at the tolerance passed and one twice as slow was rarely failed); it is never below
   the stable's own share above ``b``, so an equally fast release keeps a margin of the stable's
-  requests between the two points.
+  requests between the two points. No request above the bucket counts as half a one there (a share
+  of 0 has no normal quantile), so the reading does not jump when one request crosses the boundary;
+  the pass test counts the reading's own variance (``Buckets.smooth_reading``: the share above the
+  bucket often rests on a handful of requests, and the reading magnifies its noise).
   ``resolution`` says what slowdown the buckets register whatever the latencies inside them.
 
   Where ``b`` may lie: never inside the body of the stable's distribution. Every boundary from the
@@ -53,12 +56,15 @@ Two tests, each one-sided with a stated false-positive rate ``alpha`` per measur
   functions of Kim & DeMets 1987, Biometrics 43:857): by the fraction ``t`` of the analysis's planned
   information the fail test has spent ``alpha * t`` (Pocock-like: a clear fault fails at an early
   look) and the pass test ``beta * t**3`` (O'Brien-Fleming-like: the last look keeps nearly the
-  fixed test's power). The nominal level of each look comes from the exact joint distribution of
-  the accumulating statistic (independent normal increments, Jennison & Turnbull 2000, ch. 19,
-  computed by recursive numerical integration, Armitage, McPherson & Rowe 1969), so the chance of
-  ever failing an equal-at-the-tolerance release over all looks is at most ``alpha``, and of ever
-  passing a release worse by the tolerance at most ``beta``. The sides are non-binding (each is
-  computed ignoring the other's stop), which only makes them conservative.
+  fixed test's power). A latency comparison's fail test spends nothing until the first look's
+  fraction ``t1`` and ``alpha * (t - t1) / (1 - t1)`` after (``spent``'s ``delay``): the first look's
+  counts are mostly a fresh engine's warm-up, which no test on them tells from a slower release.
+  The nominal level of each look comes from the exact joint distribution of the accumulating
+  statistic (independent normal increments, Jennison & Turnbull 2000, ch. 19, computed by recursive
+  numerical integration, Armitage, McPherson & Rowe 1969), so the chance of ever failing a
+  release at the tolerance over all looks is at most ``alpha``, and of ever passing a release worse
+  by the tolerance at most ``beta``. The sides are non-binding (each is computed ignoring the
+  other's stop), which only makes them conservative.
 * **Absolute guard** (``guard_p_value``): a ratio far above any sane level fails whatever the
   stable's: an exact one-sided binomial test of "the ratio is at most ``bound``" at ``alpha``.
 """
@@ -148,19 +154,36 @@ class Buckets:
         ms it put 24% of requests above 54.5 ms where 14% are, so a release 10% slower looked well
         within 10%, one 20% slower barely beyond). Between the bucket's two boundaries' shares, as
         the linear one; linear where a share is 0 or 1, or the bucket starts at 0."""
+        return self.smooth_reading(x)[0]
+
+    def smooth_reading(self, x: float) -> tuple[float, float | None]:
+        """``share_above_smooth(x)`` and its sampling variance (None where it is read linearly): by
+        the delta method through the two boundaries' shares, binomial on the samples and nested (the
+        share above the upper one is part of the lower one's). The pass test needs it: the upper
+        share often rests on a handful of requests, and the reading magnifies its noise."""
         lo = 0.0
         for le, _ in self.cumulative:
             if x <= le:
                 if math.isinf(le) or lo <= 0 or x <= lo:
-                    return self.share_above(x)
+                    return self.share_above(x), None
                 s_lo, s_hi = self.share_above(lo), self.share_above(le)
+                if 0.0 < s_lo < 1.0 and s_hi <= 0.0 < self.samples:
+                    # no request above the bucket: half a one (the ratio tests' continuity), not the
+                    # linear reading, which put 10 times the share above 18 ms of an ITL whose p95 is
+                    # 14 ms, so whether one request of 400 lay above 20 ms decided pass or hold
+                    s_hi = min(0.5 / self.samples, s_lo / 2)
                 if not (0.0 < s_hi < s_lo < 1.0):
-                    return self.share_above(x)
+                    return self.share_above(x), None
                 z_lo, z_hi = z_of(s_lo), z_of(s_hi)
                 f = math.log(x / lo) / math.log(le / lo)
-                return norm_sf(z_lo + f * (z_hi - z_lo))
+                z = z_lo + f * (z_hi - z_lo)
+                # d share / d s_lo and d share / d s_hi
+                a, b = _phi(z) * (1 - f) / _phi(z_lo), _phi(z) * f / _phi(z_hi)
+                var = (a * a * s_lo * (1 - s_lo) + b * b * s_hi * (1 - s_hi)
+                       + 2 * a * b * s_hi * (1 - s_lo)) / self.samples
+                return norm_sf(z), var
             lo = le
-        return self.share_above(x)
+        return self.share_above(x), None
 
     def quantile(self, q: float) -> float | None:
         """As PromQL's ``histogram_quantile``: linear inside the bucket holding the q-th request."""
@@ -262,9 +285,13 @@ def z_of(p: float) -> float:
     return NormalDist().inv_cdf(1.0 - p)
 
 
-def spent(level: float, t: float, rho: float) -> float:
-    """The error spent by information fraction ``t`` (Kim-DeMets power family)."""
-    return level * float(min(1.0, max(0.0, t)) ** rho)
+def spent(level: float, t: float, rho: float, delay: float = 0.0) -> float:
+    """The error spent by information fraction ``t`` (Kim-DeMets power family), none up to ``delay``
+    (a warm-up: the power family on the information after it)."""
+    t = min(1.0, max(0.0, t))
+    if delay > 0.0:
+        t = max(0.0, t - delay) / (1.0 - delay) if delay < 1.0 else float(t >= 1.0)
+    return level * float(t ** rho)
 
 
 _GRID = 241  # points of the continuation density per look (accurate to ~1e-5 of the levels here)
@@ -275,19 +302,21 @@ def _phi(x: float) -> float:
 
 
 @lru_cache(maxsize=1024)
-def sequential_levels(level: float, rho: float, fractions: tuple[float, ...]) -> tuple[float, ...]:
+def sequential_levels(level: float, rho: float, fractions: tuple[float, ...],
+                      delay: float = 0.0) -> tuple[float, ...]:
     """Nominal one-sided p-value levels for looks at increasing information ``fractions`` (the last
     1.0) such that the chance of rejecting at any look, when the null holds at its boundary, is at most
     ``level``: look k rejects when its p-value is below the k-th level. The statistic accumulates
     (S_k ~ N(0, t_k), independent increments); the k-th boundary spends ``spent(level, t_k) -
-    spent(level, t_(k-1))`` of the paths that crossed no earlier boundary (recursive integration)."""
+    spent(level, t_(k-1))`` of the paths that crossed no earlier boundary (recursive integration);
+    ``delay``: nothing is spent up to that fraction (``spent``), so those looks never reject."""
     out: list[float] = []
     grid: list[float] = []
     mass: list[float] = []  # probability of the continuation region at the previous look, per point
     t_prev = 0.0
     for t in fractions:
         t = max(t, t_prev + 1e-9)
-        inc = spent(level, t, rho) - spent(level, t_prev, rho)
+        inc = spent(level, t, rho, delay) - spent(level, t_prev, rho, delay)
         if not out:
             u = math.inf if inc <= 0 else z_of(inc) * math.sqrt(t)
         elif inc <= 0:
@@ -368,10 +397,14 @@ class HistogramTest:
     # the smallest slowdown (a fraction: 0.5 is 50%) these buckets are sure to register at a tested
     # boundary, whatever the latencies inside a bucket (``resolution``)
     resolution: float | None = None
+    # the samples the stable's interpolated share is worth to the mirror test (its variance as a
+    # binomial share's: ``Buckets.smooth_reading``); None: its samples
+    reference_samples: float | None = None
 
     def pass_p(self, scale: float = 1.0) -> float:
         """The mirror test on ``scale`` times the samples (``needed_scale``)."""
-        n1, n0 = self.samples[0] * scale, self.samples[1] * scale
+        n0 = self.samples[1] if self.reference_samples is None else self.reference_samples
+        n1, n0 = self.samples[0] * scale, n0 * scale
         (s1, s0) = self.pass_shares
         return proportion_pass_p_value(Counts(s1 * n1, n1), Counts(s0 * n0, n0), 0.0)
 
@@ -382,13 +415,18 @@ class HistogramTest:
 
 def _share_test(new: Buckets, stable: Buckets, b: float, scale: float, quantile: float) -> HistogramTest:
     reference = b / scale
-    new_share, stable_share = new.share_above(b), stable.share_above_smooth(reference)
+    new_share, (stable_share, var) = new.share_above(b), stable.smooth_reading(reference)
     # the stable's interpolated requests above the reference point, among all of its requests; both
     # as independent samples (requests, not tokens)
     n1, n0 = new.samples, stable.samples
     p = proportion_p_value(Counts(new_share * n1, n1), Counts(stable_share * n0, n0))
+    # for passing, the reading's own noise: fewer samples where it magnifies a thin upper share's
+    worth = None
+    if var is not None and var > 0 and 0.0 < stable_share < 1.0:
+        worth = min(n0, stable_share * (1 - stable_share) / var)
     return HistogramTest(p, b, reference, new_share, stable_share, new.quantile(quantile),
-                         stable.quantile(quantile), samples=(n1, n0), pass_shares=(new_share, stable_share))
+                         stable.quantile(quantile), samples=(n1, n0), pass_shares=(new_share, stable_share),
+                         reference_samples=worth)
 
 
 def histogram_test(new: Buckets, stable: Buckets, quantile: float, tolerance_pct: float) -> HistogramTest:
@@ -417,7 +455,8 @@ def histogram_test(new: Buckets, stable: Buckets, quantile: float, tolerance_pct
     # passing is about the quantile the tolerance names: the boundary at the top of the range
     about = tests[-1]
     return replace(best, p_value=min(1.0, best.p_value * len(tests)), pass_shares=about.pass_shares,
-                   pass_p_value=about.pass_p(), resolution=resolution(finite, chosen))
+                   reference_samples=about.reference_samples, pass_p_value=about.pass_p(),
+                   resolution=resolution(finite, chosen))
 
 
 def resolution(boundaries: list[float], tested: list[float]) -> float | None:
