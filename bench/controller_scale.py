@@ -1,9 +1,10 @@
-"""Controller scale bench: the informer core against the previous loop, on the embedded cluster.
+"""Controller scale bench: the controller against a simple poller baseline, on the embedded cluster.
 
-For each size N (default 100, 1,000, 5,000) and each engine (``legacy``: the previous loop that lists
-every policy and GETs every target on every pass; ``informer``: the new core), a fresh embedded cluster
-gets N LeaderWorkerSets (2 groups x 1 pod, partition frozen at replicas) and N RolloutPolicies (stages
-``1, 100%``); one ``lwsflow controller run`` replica (a subprocess) is started and measured:
+For each size N (default 100, 1,000, 5,000) and each engine (``poller``: the baseline, the simplest
+controller that could work, which lists every policy and GETs every target every ``--poll`` seconds,
+:func:`poller`; ``informer``: ``lwsflow controller run``), a fresh embedded cluster gets N
+LeaderWorkerSets (2 groups x 1 pod, partition frozen at replicas) and N RolloutPolicies (stages
+``1, 100%``); one replica (a subprocess) is started and measured, both engines side by side in one run:
 
 * **adopted**: wall seconds from the controller's start until every policy shows a stable revision;
 * **idle req/s**: API requests per second the controller sends while nothing changes, watches not
@@ -13,11 +14,11 @@ gets N LeaderWorkerSets (2 groups x 1 pod, partition frozen at replicas) and N R
   per target, wall seconds from its sync to the controller's first write to it (server side),
   median and p99.
 
-The legacy loop at 5,000 policies is skipped (one pass takes longer than a change may wait); the run
-says so. Figures go to docs/controller.md with the command that produced them:
+The poller above --poller-max policies is skipped (one pass takes longer than a change may wait); the
+run says so. Figures go to docs/controller.md with the command that produced them:
 
     .venv/bin/python bench/controller_scale.py [--sizes 100,1000,5000] [--changes 50] [--idle 20]
-        [--engines legacy,informer] [--legacy-max 1000] [--json FILE]
+        [--engines poller,informer] [--poller-max 1000] [--poll 2] [--json FILE]
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
-from lwsflow.controller.rollout import gate
+from lwsflow.controller.rollout import gate, state
 from lwsflow.sim.apiserver.faults import ApiFaults, RequestInfo
 from lwsflow.sim.config import ClusterConfig, PoolConfig, Timings
 from lwsflow.sim.kinds import ROLLOUT_POLICY as POLICY_KIND
@@ -50,6 +52,7 @@ BIN = Path(sys.executable).parent / "lwsflow"
 CONTROLLER_UA = "lwsflow-controller/"
 WRITES = {"create", "patch", "update", "delete"}
 POLICY_KEY = POLICY_KIND.key
+SEEN = "bench.lwsflow.io/poller-seen"  # the poller's one write per changed target
 
 
 class Requests:
@@ -113,7 +116,34 @@ def wait(pred: Any, timeout: float, what: str, every: float = 0.2) -> float:
     raise TimeoutError(f"{what}: not within {timeout:.0f}s")
 
 
-def measure(n: int, engine: str, changes: int, idle_s: float, tmp: Path, speed: float) -> dict[str, Any]:
+def poller(kubeconfig: str, period_s: float) -> None:
+    """The baseline engine (run as ``--poller-child``): every ``period_s`` it lists every policy and
+    GETs every target. A target without a stable revision is adopted (its template hash written to
+    the policy's status); a target whose template is not the stable one gets one write, where a
+    controller would start its rollout. No cache, no watch, no queue: what the informer core replaces."""
+    kube = Kube.connect(kubeconfig, qps=1000, burst=1000)
+    kube.api.user_agent = CONTROLLER_UA + "poller"
+    while True:
+        t0 = time.monotonic()
+        policies, _ = kube.list(ROLLOUT_POLICY, NS)
+        for p in policies:
+            target = p["spec"]["targetRef"]["name"]
+            try:
+                obj = kube.get(LWS, NS, target)
+            except NotFound:
+                continue
+            cur = state.template_hash(state.template_of(obj))
+            stable = (p.get("status") or {}).get("stableRevision")
+            if not stable:
+                kube.merge_patch(ROLLOUT_POLICY, NS, p["metadata"]["name"],
+                                 {"status": {"stableRevision": cur}}, subresource="status")
+            elif stable != cur and (obj["metadata"].get("annotations") or {}).get(SEEN) != cur:
+                kube.merge_patch(LWS, NS, target, {"metadata": {"annotations": {SEEN: cur}}})
+        time.sleep(max(0.0, period_s - (time.monotonic() - t0)))
+
+
+def measure(n: int, engine: str, changes: int, idle_s: float, tmp: Path, speed: float,
+            poll_s: float) -> dict[str, Any]:
     reqs = Requests()
     cfg = ClusterConfig(pools=[PoolConfig(name="cpu", count=max(4, n // 50), cpu=256, memory_gi=1024)],
                         timings=Timings(pull_gbps=100.0, image_gb=0.1, cpu_image_gb=0.1,
@@ -139,11 +169,9 @@ def measure(n: int, engine: str, changes: int, idle_s: float, tmp: Path, speed: 
         out["setup_s"] = round(wait(all_rolled, 1800, "LWS ready", every=1.0), 1)
         log = (tmp / f"controller-{engine}.log").open("wb")
         cmd = [str(BIN), "controller", "run", "-n", NS, "--kubeconfig", str(sim.kubeconfig),
-               "--engine", engine,
                "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"]
-        if engine == "legacy":
-            cmd += ["--resync", "2s"]  # the previous default
-        time.monotonic()
+        if engine == "poller":
+            cmd = [sys.executable, __file__, "--poller-child", str(sim.kubeconfig), "--poll", str(poll_s)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
         def adopted() -> bool:
@@ -203,25 +231,35 @@ def measure(n: int, engine: str, changes: int, idle_s: float, tmp: Path, speed: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100,1000,5000")
-    ap.add_argument("--engines", default="legacy,informer")
-    ap.add_argument("--legacy-max", type=int, default=1000, help="largest size the legacy loop is run at")
+    ap.add_argument("--engines", default="poller,informer")
+    ap.add_argument("--poller-max", type=int, default=1000, help="largest size the poller baseline is run at")
+    ap.add_argument("--poll", type=float, default=2.0, help="the poller's pass period (seconds)")
     ap.add_argument("--changes", type=int, default=50)
     ap.add_argument("--idle", type=float, default=20.0)
     ap.add_argument("--speed", type=float, default=1.0, help="cluster seconds per wall second")
     ap.add_argument("--json", default="")
+    ap.add_argument("--poller-child", default="", help=argparse.SUPPRESS)  # KUBECONFIG: be the poller
     args = ap.parse_args()
+    if args.poller_child:
+        poller(args.poller_child, args.poll)
+        return 0
+    engines = args.engines.split(",")
+    for engine in engines:
+        if engine not in ("poller", "informer"):
+            print(f"--engines: {engine!r}: want poller or informer", file=sys.stderr)
+            return 2
     rows: list[dict[str, Any]] = []
     print("| policies | engine | adopted s | idle req/s | idle CPU % | RSS MiB "
           "| change -> first write median / p99 s |")
     print("|---|---|---|---|---|---|---|")
     for n in (int(x) for x in args.sizes.split(",")):
-        for engine in args.engines.split(","):
-            if engine == "legacy" and n > args.legacy_max:
-                print(f"| {n:,} | legacy | skipped: one pass lists {n:,} policies and GETs {n:,} targets "
-                      f"(over 10 s at 1,000), above --legacy-max {args.legacy_max:,} | | | | |", flush=True)
+        for engine in engines:
+            if engine == "poller" and n > args.poller_max:
+                print(f"| {n:,} | poller | skipped: one pass lists {n:,} policies and GETs {n:,} targets, "
+                      f"above --poller-max {args.poller_max:,} | | | | |", flush=True)
                 continue
             with tempfile.TemporaryDirectory(prefix="ctlscale-") as d:
-                r = measure(n, engine, args.changes, args.idle, Path(d), args.speed)
+                r = measure(n, engine, args.changes, args.idle, Path(d), args.speed, args.poll)
             rows.append(r)
             lat = (f"{r['first_write_median_s']} / {r['first_write_p99_s']}"
                    if "first_write_p99_s" in r else "-")

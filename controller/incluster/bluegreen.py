@@ -7,15 +7,25 @@ blue-green executor with the live pair's templates as the green manifests, foldi
 the Git-named pair at the end (``rollout/bluegreen.py``). The progress lives on the HTTPRoute, so a
 new leader resumes from it, and an ended blue-green of the same template is not started again unless
 ``rolloutpolicy.lwsflow.io/retry`` names its id (as for partition rollouts).
+
+The executor's waits read from the controller's informers (:class:`CacheReads`), as a partition rollout's
+gates do: the green and blue LWS from the LWS cache, the route (where ``kubectl lwsflow abort|pause``
+leave their ask) from one informer of the namespace's HTTPRoutes, started with the first blue-green
+(a controller that runs none sends no request for routes; overlays/rbac/bluegreen grants the watch).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import NotFound
+from lwsflow.controller.incluster.cache import Caches
 from lwsflow.controller.kube.client import Kube
+from lwsflow.controller.kube.informer import Informer, start
+from lwsflow.controller.kube.resources import DS, HTTP_ROUTE, LWS, Resource
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.status import stable_hash
 from lwsflow.controller.rollout import bluegreen_plan as P
@@ -73,3 +83,41 @@ def rollout_id(kube: Kube, namespace: str, pair: str) -> Callable[[HookContext],
                 seen.append(st.id)
         return seen[0] if seen else ""
     return rid
+
+
+class CacheReads:
+    """What a blue-green's waits read (``rollout/bluegreen.Cached``): LWS and DS from the controller's
+    caches, HTTPRoutes from an informer of its own (the base controller does not watch routes)."""
+
+    def __init__(self, caches: Caches) -> None:
+        self._caches = weakref.ref(caches)  # not kept alive by this entry of ``_reads`` (keyed by it)
+        lws = caches.lws
+        self.routes = Informer(lws.kube, HTTP_ROUTE, lws.namespace, lambda *_a: None, stop=lws.stop,
+                               watch_s=lws.watch_s)
+        start([self.routes])
+
+    def cached(self, res: Resource, namespace: str, name: str) -> Obj | None:
+        caches = self._caches()
+        if caches is None:
+            return None
+        inf = {LWS: caches.lws, DS: caches.ds, HTTP_ROUTE: self.routes}.get(res)
+        # not listed yet, or not served (a 403 without the watch granted): the executor asks the API
+        if inf is None or not inf.follows(None):
+            return None
+        return inf.get(namespace, name)
+
+
+_reads: weakref.WeakKeyDictionary[Caches, CacheReads] = weakref.WeakKeyDictionary()
+_reads_lock = threading.Lock()
+
+
+def cache_reads(caches: Caches | None) -> CacheReads | None:
+    """The controller's :class:`CacheReads`, made (its route informer started) on the first blue-green;
+    None without caches (the executor then GETs)."""
+    if caches is None:
+        return None
+    with _reads_lock:
+        reads = _reads.get(caches)
+        if reads is None:
+            reads = _reads[caches] = CacheReads(caches)
+        return reads

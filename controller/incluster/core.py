@@ -47,7 +47,6 @@ class Reconciler(Protocol):
     stall_s: float
     stop: threading.Event
     synced: bool
-    listed_at: float
     cache: Caches | None
 
     def reconcile_key(self, key: str) -> None: ...
@@ -124,7 +123,6 @@ class InformerLoop:
             finally:
                 self._busy.pop(i, None)
                 self.queue.done(key)
-                ctl.listed_at = time.monotonic()
                 ctl.metrics.reconcile_latency.observe(time.monotonic() - t0)
 
     def healthy(self) -> bool:

@@ -110,6 +110,39 @@ def options(spec: RolloutPolicySpec, *, retry: bool, smoke: SmokeFactory | None,
                      for s in spec.stages])
 
 
+@dataclass(frozen=True)
+class DriverDeps:
+    """What a driver is handed besides its job: the connection and clock, and the hooks wired in by the
+    controller (metrics, its informer cache) and the CLI (smoke test, analysis, P/D probe)."""
+
+    kube: Kube  # the rollout's own view: fenced on ``stop``, counting its requests
+    clock: Clock
+    smoke: SmokeFactory | None = None
+    stop: threading.Event | None = None  # set: stop where it is (policy deleted, controller stopping)
+    on_gate: Callable[[int, float], None] | None = None  # (stage, wall seconds waited at a manual gate)
+    on_check: Callable[[str, bool], None] | None = None  # each check's (detail, passed)
+    analysis: Hook | None = None  # the policy's analysis, run after every stage's checks
+    pd_probe: CompatProbe | None = None  # the policy's pdProbe (pd_gate.py)
+    on_probe: pd_gate.OnProbe | None = None  # records the probe's verdict on the policy
+    waiter: Waiter | None = None  # manual gates wait on the controller's cache (None: watch the target)
+    follower: Follower | None = None  # the engine's gate waits on the controller's cache (None: watches)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One rollout to drive: the policy's target and what the controller saw when it decided."""
+
+    namespace: str
+    spec: RolloutPolicySpec
+    retry: bool = False  # the retry of a failed release (`kubectl lwsflow retry`)
+    generation: int = 0  # the policy generation it runs under
+    probed: Obj | None = None  # the policy's last pdProbe record
+    # the target as the controller's cache showed it when it decided to start: a fresh rollout's
+    # capacity check and first write act on it, so a start costs one request (a conditional write:
+    # a stale copy gets a 409 and is read again)
+    seen: Obj | None = None
+
+
 @dataclass
 class GateWait:
     """A manual gate a driver waits at (for metrics and notifications)."""
@@ -121,29 +154,16 @@ class GateWait:
 class Driver:
     """Runs one rollout of one policy's target to an outcome (or until ``stop`` is set)."""
 
-    def __init__(self, kube: Kube, clock: Clock, namespace: str, spec: RolloutPolicySpec, *,
-                 retry: bool = False, smoke: SmokeFactory | None = None,
-                 stop: threading.Event | None = None,
-                 on_gate: Callable[[int, float], None] | None = None,
-                 on_check: Callable[[str, bool], None] | None = None,
-                 analysis: Hook | None = None, pd_probe: CompatProbe | None = None,
-                 on_probe: pd_gate.OnProbe | None = None, generation: int = 0,
-                 probed: Obj | None = None, waiter: Waiter | None = None, seen: Obj | None = None,
-                 follower: Follower | None = None) -> None:
-        self.kube, self.clock, self.ns, self.spec = kube, clock, namespace, spec
-        self.opts = options(spec, retry=retry, smoke=smoke, on_check=on_check, analysis=analysis)
-        self.stop = stop or threading.Event()
-        self.on_gate = on_gate or (lambda _k, _s: None)  # (stage, wall seconds waited)
-        self.ref = spec.targetRef
-        # the policy's pdProbe (pd_gate.py): the probe is components', wired in by the CLI
-        self.pd_probe, self.generation, self.last_probe = pd_probe, generation, probed
-        self.on_probe = on_probe or (lambda _r: None)
-        self.waiter = waiter
-        # the target as the controller's cache showed it when it decided to start: a fresh rollout's
-        # capacity check and first write act on it, so a start costs one request (a conditional
-        # write: a stale copy gets a 409 and is read again)
-        self.seen = seen
-        self.follower = follower  # the engine's gate waits on the controller's cache (None: watches)
+    def __init__(self, deps: DriverDeps, job: Job) -> None:
+        self.kube, self.clock, self.ns, self.spec = deps.kube, deps.clock, job.namespace, job.spec
+        self.opts = options(job.spec, retry=job.retry, smoke=deps.smoke, on_check=deps.on_check,
+                            analysis=deps.analysis)
+        self.stop = deps.stop or threading.Event()
+        self.on_gate = deps.on_gate or (lambda _k, _s: None)
+        self.ref = job.spec.targetRef
+        self.pd_probe, self.generation, self.last_probe = deps.pd_probe, job.generation, job.probed
+        self.on_probe = deps.on_probe or (lambda _r: None)
+        self.waiter, self.seen, self.follower = deps.waiter, job.seen, deps.follower
 
     def run(self) -> Outcome | None:
         """The rollout's outcome; None when stopped before it ended."""

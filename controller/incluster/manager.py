@@ -2,11 +2,11 @@
 
 Level-triggered: per policy, it reads the target and decides from what is on the cluster (the rollout
 annotations): start or resume a driver thread, adopt a first template as stable, mirror the status.
-Two engines feed it (``engine``): ``informer`` (the default, ``incluster/core.py``): informer caches
-and a de-duplicating work queue, only the policies a change concerns are reconciled, from the cache;
-``legacy``: the previous loop (list every policy and GET every target each pass, watches only wake
-it), kept for ``bench/controller_scale.py``'s side-by-side figures. Each target's rollout runs in its
-own thread (the engine blocks on watches), so one slow gate never holds another target.
+The decision is a pure function (``incluster/decide.py``); this module is its supervisor: it gathers
+what the decision needs, applies the answer (writes, driver threads, timers, rechecks) and writes
+the status. The informer loop (``incluster/core.py``) feeds it: informer caches and a de-duplicating
+work queue, only the policies a change concerns are reconciled, from the cache. Each target's rollout
+runs in its own thread (the engine blocks on its waits), so one slow gate never holds another target.
 
 The whole life of a policy (docs/controller.md "Lifecycle"): a deleted policy's driver is stopped and
 its writes fenced, the target held where it is (partition and rollout annotations as they are); a
@@ -27,7 +27,6 @@ pair (``incluster/bluegreen.py``, ``rollout/bluegreen.py``); the status is the H
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -41,19 +40,18 @@ from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import ApiError, Fenced, InvalidInput, NotFound
+from lwsflow.controller.incluster import announce, cache, decide, lifecycle, pd_gate
 from lwsflow.controller.incluster import bluegreen as bg
-from lwsflow.controller.incluster import cache, lifecycle, pd_gate
 from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
 from lwsflow.controller.incluster.cache import Caches
 from lwsflow.controller.incluster.core import InformerLoop
-from lwsflow.controller.incluster.driver import Driver, SmokeFactory, options, resource_of
+from lwsflow.controller.incluster.driver import Driver, DriverDeps, Job, SmokeFactory, options, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.incluster.notify import Notifier
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
-from lwsflow.controller.kube.watch import watch_changes
 from lwsflow.controller.policy import bluegreen_status as bgstatus
 from lwsflow.controller.policy import gates, problems
 from lwsflow.controller.policy import status as pstatus
@@ -70,9 +68,6 @@ from lwsflow.controller.rollout.pd import find_pair
 log = logging.getLogger("lwsflow.controller")
 
 LAST_GOOD = ROLLOUT_PREFIX + "last-good-template"
-# Argo CD applies a sync's objects one after another: a pair's green starts from both roles' templates
-# once they have stopped changing for this long (wall seconds), not from the first role synced
-SETTLE_S = 1.0
 
 
 @dataclass
@@ -82,7 +77,6 @@ class _Worker:
     kube: Kube  # its own view: fenced on ``stop``, counting its requests, remembering what it wrote
     generation: int  # the policy generation the rollout runs under
     spec: RolloutPolicySpec
-    ended: float = math.inf  # time.monotonic() when its rollout returned
 
 
 @dataclass
@@ -96,19 +90,15 @@ class Controller:
     smoke: SmokeFactory | None = None
     analysis: AnalysisFactory | None = None  # the policies' analysis hook (wired by the CLI)
     pd_probe: CompatProbe | None = None  # the policies' cross-revision P/D probe (wired by the CLI)
-    resync_s: float = 300.0  # informer engine: a safety net; legacy engine: the pass period
-    engine: str = "informer"  # or "legacy" (the previous list-everything loop, for the bench)
-    worker_count: int = 4  # informer engine: reconcile workers
+    resync_s: float = 300.0  # a safety net: every policy is looked at again this often
+    worker_count: int = 4  # reconcile workers
     stall_s: float = 120.0  # /healthz fails when a reconcile has been stuck this long (wall seconds)
     stop: threading.Event = field(default_factory=threading.Event)
-    wake: threading.Event = field(default_factory=threading.Event)
     workers: dict[str, _Worker] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
-    # policy -> (template key, generation, time.monotonic(), why) of a partition rollout refused up front
-    refused: dict[str, tuple[str, int, float, str]] = field(default_factory=dict)
+    refused: dict[str, decide.Refusal] = field(default_factory=dict)  # partition rollouts refused up front
     settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
-    synced: bool = False  # one full pass done (readiness)
-    listed_at: float = -math.inf  # time.monotonic() of this pass's list of policies
+    synced: bool = False  # every policy enqueued once (readiness)
     series: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # policy -> its metric labels
 
     def __post_init__(self) -> None:
@@ -119,17 +109,13 @@ class Controller:
         self.events = EventRecorder(self.kube, self.clock.now)
         self.cache: Caches | None = None
         self.loop: InformerLoop | None = None
-        self._listed: list[Obj] = []  # legacy engine: this pass's policies (for ownership)
 
     # -- loop --------------------------------------------------------------------------------------
     def run(self) -> None:
         """Reconcile until ``stop`` (blocking)."""
         try:
-            if self.engine == "legacy":
-                self._run_legacy()
-            else:
-                self.loop = InformerLoop(self)
-                self.loop.run()
+            self.loop = InformerLoop(self)
+            self.loop.run()
         finally:
             for worker in list(self.workers.values()):
                 worker.stop.set()
@@ -137,67 +123,22 @@ class Controller:
     def healthy(self) -> bool:
         """/healthz: False when the loop has made no progress for ``stall_s`` (the kubelet restarts
         a hung replica)."""
-        if self.loop is not None:
-            return self.loop.healthy()
-        standby = self.leader is not None and not self.leader.is_leader()
-        return standby or not self.synced or time.monotonic() - self.listed_at < max(self.stall_s,
-                                                                                      3 * self.resync_s)
+        return self.loop is None or self.loop.healthy()  # not running yet: nothing is stuck
 
     def wake_policy(self, key: str) -> None:
         """Reconcile ``key`` soon (a driver ended, a blue-green step the route watch does not see)."""
         if self.loop is not None:
             self.loop.queue.add(key)
-        else:
-            self.wake.set()
 
     def recheck_after(self, key: str, delay_s: float) -> None:
         """Look at ``key`` again in ``delay_s`` wall seconds (a settle window, a retry window)."""
         if self.loop is not None:
-            self.loop.queue.add_after(key, delay_s)  # the legacy loop polls anyway
-
-    def _run_legacy(self) -> None:
-        for res in (ROLLOUT_POLICY, LWS, DS):
-            threading.Thread(target=watch_changes, args=(self.kube, res, self.namespace, self.wake.set,
-                                                        self.stop), name=f"watch-{res.plural}",
-                             daemon=True).start()
-        while not self.stop.is_set():
-            if self.leader is not None and not self.leader.is_leader():
-                self.metrics.leader.set(0)
-                self.stop.wait(0.2)
-                continue
-            self.metrics.leader.set(1)
-            self.wake.clear()
-            self.reconcile_all()
-            self.wake.wait(self.resync_s)
+            self.loop.queue.add_after(key, delay_s)
 
     def is_ready(self) -> bool:
         """Ready when a pass has completed (leader) or it stands by (so a Service never routes to a
         replica that cannot answer): both replicas are Ready; only the leader acts."""
         return self.synced or (self.leader is not None and not self.leader.is_leader())
-
-    def reconcile_all(self) -> None:
-        t0 = self.listed_at = time.monotonic()
-        try:
-            policies, _ = self.kube.list(ROLLOUT_POLICY, self.namespace)
-        except ApiError as exc:
-            log.warning("list rolloutpolicies: %s", exc)
-            self.metrics.reconcile_errors.inc()
-            return
-        self._listed = policies
-        keys = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in policies}
-        for gone in set(self.workers) | set(self.series) - keys:
-            if gone not in keys:
-                self.forget(gone)
-        for p in policies:
-            if self.stop.is_set() or (self.leader is not None and not self.leader.is_leader()):
-                return
-            try:
-                self.reconcile(p)
-            except ApiError as exc:
-                log.warning("reconcile %s/%s: %s", p["metadata"].get("namespace"), p["metadata"]["name"], exc)
-                self.metrics.reconcile_errors.inc()
-        self.synced = True
-        self.metrics.reconcile_latency.observe(time.monotonic() - t0)
 
     # -- one policy --------------------------------------------------------------------------------
     def reconcile_key(self, key: str) -> None:
@@ -210,54 +151,77 @@ class Controller:
             return
         self.reconcile(policy)
 
-    def reconcile(self, policy: Obj, *, live: bool = False) -> None:
-        """``live``: read the targets from the API, not the cache."""
+    def reconcile(self, policy: Obj) -> None:
+        """Observe one policy (its targets from the cache), ask :mod:`decide`, apply the answer."""
         meta = policy["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}"
         old: Obj = policy.get("status") or {}
+        gen = int(meta.get("generation", 0))
+        spec: RolloutPolicySpec | None = None
+        invalid: ValidationError | None = None
         try:
             spec = RolloutPolicySpec.model_validate(policy.get("spec") or {})
         except ValidationError as exc:  # admitted, yet refused: say why as the user counts (stage 2)
+            invalid = exc
+        owner: Obj | None = None
+        objs: list[Obj] = []
+        missing: str | None = None
+        caught_up = True
+        if spec is not None:
+            self._track_series(key, spec)
+            owner = self._owner(policy)
+            if owner is None:
+                try:
+                    objs = self._targets(ns, spec)
+                except (NotFound, InvalidInput) as exc:
+                    missing = str(exc)
+                else:
+                    caught_up = self._caught_up(key, policy, spec, objs)
+        verdict = decide.classify(invalid=spec is None, owned_by_other=owner is not None,
+                                  target_missing=missing is not None,
+                                  blue_green=spec is not None and spec.strategy == "blue-green",
+                                  caught_up=caught_up)
+        if verdict is decide.Verdict.INVALID:
+            assert invalid is not None
             self._write_once(policy, {**pstatus.derived(old), "phase": PolicyPhase.FAILED.value,
-                                      "message": problems.describe(exc, policy.get("spec") or {}),
+                                      "message": problems.describe(invalid, policy.get("spec") or {}),
                                       "observedGeneration": meta.get("generation", 0)})
             return
-        self._track_series(key, spec)
-        owner = self._owner(policy)
-        if owner is not None:  # another policy owns the target: nothing is written to it
-            self._write_once(policy, lifecycle.not_owner(old, spec, owner, int(meta.get("generation", 0)),
-                                                         state.iso(self.clock.now())))
-            return
-        try:
-            objs = self._targets(ns, spec, live=live)
-        except (NotFound, InvalidInput) as exc:
-            missing = lifecycle.target_missing(old, spec, str(exc), ns, int(meta.get("generation", 0)),
-                                               state.iso(self.clock.now()))
-            if not lifecycle.target_was_missing(old):  # once, not every pass (and not again after a restart)
-                self.events.emit(policy, lifecycle.TARGET_NOT_FOUND, missing["message"], warning=True)
-            self._write_once(policy, missing)
-            return
-        if spec.strategy == "blue-green":
-            if self._caught_up(key, policy, spec, objs):
-                self._reconcile_blue_green(policy, spec, objs, live)
-            return
-        obj = objs[0]
+        assert spec is not None
+        if verdict is decide.Verdict.NOT_OWNER:  # another policy owns the target: nothing is written to it
+            assert owner is not None
+            self._write_once(policy, lifecycle.not_owner(old, spec, owner, gen, state.iso(self.clock.now())))
+        elif verdict is decide.Verdict.TARGET_MISSING:
+            assert missing is not None
+            status = lifecycle.target_missing(old, spec, missing, ns, gen, state.iso(self.clock.now()))
+            if decide.announce_missing(old):
+                self.events.emit(policy, lifecycle.TARGET_NOT_FOUND, status["message"], warning=True)
+            self._write_once(policy, status)
+        elif verdict is decide.Verdict.BLUE_GREEN:
+            self._reconcile_blue_green(policy, spec, objs, False)
+        elif verdict is decide.Verdict.ROLL:
+            self._reconcile_rollout(policy, spec, objs)
+        # STALE: the cache has not seen the last rollout's last writes: their events re-enqueue us
+
+    def _reconcile_rollout(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> None:
+        """A partition rollout's policy (an LWS, a DisaggregatedSet, a pair rolled in place)."""
+        meta = policy["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{ns}/{name}"
+        old: Obj = policy.get("status") or {}
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
-        if not self._caught_up(key, policy, spec, objs):
-            return  # the cache has not seen the last rollout's last writes: their events re-enqueue us
         if self._idle(key):
-            retry = self._decide(policy, spec, objs)
-            held = probed and pd_gate.holds(old, objs, gen, self.clock.now())
-            if held and held.get("verdict") == pd_gate.NOT_RUN:
-                self.recheck_after(key, 30.0)  # its retry window is cluster time: look again now and then
-            why = self._refusal(key, objs, gen)
-            if retry is not None and not held and why is None \
-                    and not (probed and self._unsettled_fresh(key, objs)):
-                self._start_worker(key, policy, spec, objs, retry)
+            self._apply(key, policy, spec, objs, decide.decide_rollout(decide.Observed(
+                objs=objs, generation=gen, retry_asked=(meta.get("annotations") or {}).get(gates.RETRY),
+                kind=spec.targetRef.kind, probed=probed,
+                held=pd_gate.holds(old, objs, gen, self.clock.now()) if probed else None,
+                refused=self.refused.get(key), settling=self.settling.get(key),
+                pair_hash=bg.pair_hash(objs) if probed else "", template_key=pd_gate.template_key(objs),
+                now=time.monotonic(), fully_rolled=lambda o: self._fully_rolled(spec, o))))
             if self.cache is not None:  # an adoption just stored its answer in the cache
                 objs = self._targets(ns, spec)
-                obj = objs[0]
+        obj = objs[0]
         running = self.workers.get(key)
         if running is not None and running.thread.is_alive():  # the rollout's own spec and generation
             spec, gen = running.spec, running.generation
@@ -314,33 +278,25 @@ class Controller:
             self._write_status(policy, new)
 
     def _idle(self, key: str) -> bool:
-        """No rollout of this policy runs, and none ended after this pass listed the policy: a status
-        read before a driver's last write (a probe's verdict, a rollout's end) must not start another
-        (the next pass, woken at once, reads it fresh)."""
+        """No rollout of this policy runs (an ended one's last writes are waited for by ``_caught_up``)."""
         worker = self.workers.get(key)
         if worker is None:
             return True
         if worker.thread.is_alive():
             return False
         del self.workers[key]
-        if self.cache is None and worker.ended >= self.listed_at:
-            self.wake.set()
-            return False
         return True
 
     def _refusal(self, key: str, objs: list[Obj], generation: int) -> str | None:
         """Why this policy's rollout of these templates was refused up front, while that holds (the
         same templates and generation, within REFUSAL_RETRY_S); None: nothing holds it."""
-        rec = self.refused.get(key)
-        if rec is None:
-            return None
-        tkey, gen, at, why = rec
-        left = lifecycle.REFUSAL_RETRY_S - (time.monotonic() - at)
-        if tkey != pd_gate.template_key(objs) or gen != generation or left <= 0:
+        check = decide.refusal(self.refused.get(key), pd_gate.template_key(objs), generation,
+                               time.monotonic())
+        if check.expired:
             del self.refused[key]
-            return None
-        self.recheck_after(key, left)
-        return why
+        if check.recheck_s is not None:
+            self.recheck_after(key, check.recheck_s)
+        return check.why
 
     def _caught_up(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool:
         """Whether the cached policy and targets are at least as new as the last writes of this policy's
@@ -359,23 +315,13 @@ class Controller:
                 return False
         return True
 
-    def _unsettled_fresh(self, key: str, objs: list[Obj]) -> bool:
-        """A fresh probed pair rollout waits for both roles' sync: probing after the first role alone
-        would judge (and hold) half a release."""
-        fresh = not state.any_active(objs)
-        return fresh and not self._settled(key, bg.pair_hash(objs))
-
     def _settled(self, key: str, pair_hash: str) -> bool:
         """Whether the pair's templates have been ``pair_hash`` for SETTLE_S (the next pass looks again)."""
-        seen = self.settling.get(key)
-        if seen is None or seen[0] != pair_hash:
-            self.settling[key] = (pair_hash, time.monotonic())
-            self.recheck_after(key, SETTLE_S)
-            return False
-        if time.monotonic() - seen[1] < SETTLE_S:
-            self.recheck_after(key, SETTLE_S - (time.monotonic() - seen[1]))
-            return False
-        return True
+        check = decide.settle(self.settling.get(key), pair_hash, time.monotonic())
+        self.settling[key] = check.record
+        if check.recheck_s is not None:
+            self.recheck_after(key, check.recheck_s)
+        return check.settled
 
     def _start_blue_green(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                           st: BlueGreenState, retry: bool) -> None:
@@ -389,12 +335,13 @@ class Controller:
                                     weights=[s.weight or 0 for s in spec.stages],
                                     manifests=bg.green_manifests(objs, st), fold_back=True,
                                     log=lambda m: log.info("%s: %s", key, m.strip()),
-                                    on_step=lambda _step: self.wake_policy(key)).run
+                                    on_step=lambda _step: self.wake_policy(key),
+                                    cache=bg.cache_reads(self.cache)).run
         self._spawn(key, policy, spec, make)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec, *, live: bool = False) -> list[Obj]:
         """The target's objects (a pair: decode first, it carries the promotion marks): from the cache,
-        or with ``live`` (and in the legacy engine) from the API."""
+        or with ``live`` from the API."""
         ref = spec.targetRef
         if self.cache is not None and not live:
             return self.cache.targets(ref.kind, ns, ref.name)
@@ -403,40 +350,28 @@ class Controller:
             return [pair["decode"], pair["prefill"]]  # decode first: it carries the promotion marks
         return [self.kube.get(resource_of(ref.kind), ns, ref.name)]
 
-    def _decide(self, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj]) -> bool | None:
-        """Whether to drive now: None no; False drive; True drive as a retry of a failed release."""
-        drive: bool | None = None
-        asked = (policy["metadata"].get("annotations") or {}).get(gates.RETRY)
-        for obj in objs:
-            st = state.RolloutState.from_object(obj)
-            if st.active:
-                if not st.paused or st.abort:  # an abort of a paused rollout rolls it back
-                    drive = False
-                continue
-            cur = state.template_hash(state.template_of(obj))
-            stable = pstatus.stable_hash(st)
-            if cur == stable:
-                if st.id and asked == st.id and st.phase != state.SUCCEEDED:
-                    self._reapply_failed(policy, spec, obj, st)  # its write wakes the next pass
-                continue
-            if not stable and not st.id:
-                if not self._adopt_first_sight(spec, obj, st):
-                    drive = False
-                continue
-            if st.id and st.manifest_hash == cur:  # this template's rollout already ended
-                if asked and asked == st.id:
-                    return True
-                continue
-            drive = False
-        return drive
+    def _apply(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
+               d: decide.Decision) -> None:
+        """Carry out an idle policy's decision: its writes in order, its timers, its rechecks, its driver."""
+        for effect in d.effects:
+            if effect.kind is decide.EffectKind.ADOPT:
+                self._adopt(spec, objs[effect.index])
+            elif effect.template is not None:
+                self._reapply_failed(policy, objs[effect.index], effect.template)
+        if d.refusal_expired:
+            self.refused.pop(key, None)
+        if d.settling is not None:
+            self.settling[key] = d.settling
+        for delay in d.rechecks:
+            self.recheck_after(key, delay)
+        if d.start is not None:
+            self._start_worker(key, policy, spec, objs, d.start)
 
-    def _reapply_failed(self, policy: Obj, spec: RolloutPolicySpec, obj: Obj, st: state.RolloutState) -> None:
+    def _reapply_failed(self, policy: Obj, obj: Obj, failed: Obj) -> None:
         """A retry asked after the rollback took the failed template off the target: put the template
         the rollback recorded back (frozen at partition = replicas); the next pass rolls it out as the
         retry. A DisaggregatedSet has no partition to hold it: `kubectl lwsflow retry` refuses it."""
-        failed = gates.recorded_failure(st)
-        if failed is None or spec.targetRef.kind == "DisaggregatedSet":
-            return
+        st = state.RolloutState.from_object(obj)
         meta = obj["metadata"]
         out = self.kube.merge_patch(LWS, meta["namespace"], meta["name"], gates.reapply_patch(obj, failed),
                                     field_manager=L.FIELD_MANAGER)
@@ -487,16 +422,17 @@ class Controller:
         hold = (pd_gate.template_key(objs), int(policy["metadata"].get("generation", 0)))
 
         def make(kube: Kube, stop: threading.Event) -> Callable[[], Outcome | None]:
-            return Driver(kube, self.clock, ns, spec, retry=retry, smoke=self.smoke, stop=stop,
-                          on_gate=on_gate, on_check=self._count_check,
-                          analysis=self._analysis_hook(policy, spec, kube=kube),
-                          pd_probe=self._fenced_probe(),
-                          on_probe=pd_gate.recorder(kube, self.events, policy, notify),
-                          generation=int(policy["metadata"].get("generation", 0)),
-                          probed=(policy.get("status") or {}).get("pdProbe"),
-                          waiter=self.loop.wait_target if self.loop is not None else None,
-                          seen=objs[0] if self.cache is not None and len(objs) == 1 else None,
-                          follower=self.loop.follow if self.loop is not None else None).run
+            deps = DriverDeps(kube, self.clock, smoke=self.smoke, stop=stop, on_gate=on_gate,
+                              on_check=self._count_check,
+                              analysis=self._analysis_hook(policy, spec, kube=kube),
+                              pd_probe=self._fenced_probe(),
+                              on_probe=pd_gate.recorder(kube, self.events, policy, notify),
+                              waiter=self.loop.wait_target if self.loop is not None else None,
+                              follower=self.loop.follow if self.loop is not None else None)
+            job = Job(ns, spec, retry=retry, generation=int(policy["metadata"].get("generation", 0)),
+                      probed=(policy.get("status") or {}).get("pdProbe"),
+                      seen=objs[0] if self.cache is not None and len(objs) == 1 else None)
+            return Driver(deps, job).run
         self._spawn(key, policy, spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
@@ -552,18 +488,17 @@ class Controller:
                 log.warning("%s: rollout refused: %s", key, exc)
                 self.refusals[key] = str(exc)
                 if hold is not None:  # held until the templates or the policy change, or the retry window
-                    self.refused[key] = (*hold, time.monotonic(), str(exc))
+                    self.refused[key] = decide.Refusal(*hold, time.monotonic(), str(exc))
                 self.metrics.reconcile_errors.inc()
             except Exception:  # a driver's crash must not take the controller down; the state is safe
                 log.exception("%s: rollout driver failed", key)
                 self.metrics.reconcile_errors.inc()
             finally:
-                worker.ended = time.monotonic()
                 self.wake_policy(key)
 
         t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
         gen = int(policy["metadata"].get("generation", 0))
-        worker = self.workers[key] = _Worker(t, stop, kube, gen, spec)
+        self.workers[key] = _Worker(t, stop, kube, gen, spec)
         t.start()
 
     # -- the life of a policy ----------------------------------------------------------------------
@@ -591,12 +526,8 @@ class Controller:
 
     def _owner(self, policy: Obj) -> Obj | None:
         """The policy owning this one's target when it is another (the oldest naming it), else None."""
-        if self.cache is not None:
-            rivals = self.cache.rivals(policy)
-        else:
-            target = cache.target_of(policy)
-            rivals = [p for p in self._listed if cache.target_of(p) == target
-                      and cache.policy_key(p) != cache.policy_key(policy)]
+        assert self.cache is not None  # the informer loop's: reconciles run on it
+        rivals = self.cache.rivals(policy)
         older = [p for p in rivals if cache.owner_order(p) < cache.owner_order(policy)]
         return min(older, key=cache.owner_order) if older else None
 
@@ -619,30 +550,8 @@ class Controller:
         """Events and notifications for what changed (derived from the persisted status, so a new
         leader does not repeat what the old one already announced)."""
         name = policy["metadata"]["name"]
-        target = f"{spec.targetRef.kind}/{spec.targetRef.name}"
-        rid, phase = new.get("rolloutId", ""), new.get("phase", "")
-        same_rollout = old.get("rolloutId") == rid and bool(rid)
-        notes: list[tuple[str, str, bool]] = []  # (reason, message, warning)
-        if rid and not same_rollout and phase in (PolicyPhase.PROGRESSING, PolicyPhase.WAITING_FOR_PROMOTION):
-            stable = new.get("stableRevision") or "none"
-            notes.append(("RolloutStarted", f"rollout {rid} of {target} started: template "
-                          f"{new.get('canaryRevision')} (stable {stable})", False))
-        if same_rollout and int(new.get("currentStage") or 0) > int(old.get("currentStage") or 0):
-            for k in range(int(old.get("currentStage") or 0), int(new["currentStage"])):
-                if k >= 1:
-                    notes.append(("StagePassed", f"{target}: stage {k}/{new.get('stages')} passed", False))
-        if phase != old.get("phase"):
-            msg = new.get("message") or ""
-            if phase == PolicyPhase.WAITING_FOR_PROMOTION:
-                notes.append(("WaitingForPromotion", f"{target}: {msg}", False))
-            elif phase == PolicyPhase.SUCCEEDED:
-                notes.append(("RolloutSucceeded", f"{target}: rollout {rid} succeeded", False))
-            elif phase in (PolicyPhase.ROLLED_BACK, PolicyPhase.FAILED, PolicyPhase.ABORTED):
-                if "hook failed" in msg or "check" in msg:
-                    notes.append(("CheckFailed", f"{target}: {msg}", True))
-                notes.append((f"Rollout{phase}", f"{target}: rollout {rid} {phase}: {msg}", True))
         hooks = spec.notifications.webhooks if spec.notifications else []
-        for reason, message, warning in notes:
-            self.events.emit(policy, reason, message, warning=warning)
-            if self.notifier is not None and reason != "RolloutStarted":
-                self.notifier.send(policy["metadata"]["namespace"], hooks, f"[lwsflow {name}] {message}")
+        for note in announce.notes(f"{spec.targetRef.kind}/{spec.targetRef.name}", old, new):
+            self.events.emit(policy, note.reason, note.message, warning=note.warning)
+            if self.notifier is not None and note.notify:
+                self.notifier.send(policy["metadata"]["namespace"], hooks, f"[lwsflow {name}] {note.message}")

@@ -10,9 +10,8 @@ reopened from the last resourceVersion seen, a ``410 Gone`` (history compacted) 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import urllib3
@@ -20,7 +19,7 @@ from kubernetes import watch as kwatch
 from kubernetes.client.exceptions import ApiException
 
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.errors import ApiError, Gone, NotFound
+from lwsflow.controller.errors import Gone, NotFound
 from lwsflow.controller.kube.client import Kube, translate
 from lwsflow.controller.kube.resources import Resource
 
@@ -28,13 +27,25 @@ log = logging.getLogger("lwsflow.kube.watch")
 
 
 def stream(kube: Kube, res: Resource, namespace: str | None, *, resource_version: str,
-            timeout_s: int, field_selector: str = "", label_selector: str = "") -> Iterator[Obj]:
-    """One watch request as raw events ``{"type", "object"}`` (the official Watch decoder)."""
+            timeout_s: int, field_selector: str = "", label_selector: str = "",
+            quiet_s: float | None = None) -> Iterator[Obj]:
+    """One watch request as raw events ``{"type", "object"}`` (the official Watch decoder).
+
+    ``quiet_s``: end the stream (urllib3's ReadTimeoutError) once it has been silent that long, wall
+    seconds. ``timeoutSeconds`` is a whole number of at least 1, so without it a wait shorter than a
+    second overshoots by up to a second: minutes of cluster time on the embedded cluster.
+    """
     def call(**kw: Any) -> Any:  # no docstring on purpose: Watch then yields plain dicts
-        return kube.request("GET", res.path(namespace), preload=False, timeout=timeout_s + 5, query={
+        resp = kube.request("GET", res.path(namespace), preload=False, timeout=timeout_s + 5, query={
             "watch": "true", "resourceVersion": kw.get("resource_version") or None,
             "timeoutSeconds": timeout_s, "allowWatchBookmarks": "true",
             "fieldSelector": field_selector or None, "labelSelector": label_selector or None})
+        # set after the headers came back (a short timeout on them would count as unreachable and be
+        # retried); urllib3 sets the socket's timeout again before the connection's next request
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if quiet_s is not None and sock is not None:
+            sock.settimeout(max(0.001, quiet_s))
+        return resp
 
     w = kwatch.Watch()
     try:
@@ -61,10 +72,12 @@ def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget:
         opened = time.monotonic()
         try:
             for ev in stream(kube, res, namespace, resource_version=rv, timeout_s=timeout,
-                              field_selector=selector):
+                              field_selector=selector, quiet_s=left):
                 etype, o = ev.get("type"), ev.get("raw_object") or ev.get("object")
                 if etype == "BOOKMARK" and isinstance(o, dict):
                     rv = (o.get("metadata") or {}).get("resourceVersion") or rv
+                    if time.monotonic() >= end:
+                        return
                     continue
                 if not isinstance(o, dict) or (o.get("metadata") or {}).get("name") != name:
                     continue
@@ -79,39 +92,11 @@ def follow(kube: Kube, res: Resource, namespace: str, name: str, *, wall_budget:
             obj = kube.get(res, namespace, name)
             rv = obj["metadata"]["resourceVersion"]
             yield obj
+        except urllib3.exceptions.ReadTimeoutError:  # quiet for ``left`` since a read began: past ``end``
+            return
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # stream cut: resume from rv
             log.info("watch %s/%s cut (%s); resuming from rv %s", namespace, name,
                      type(exc).__name__, rv)
         if time.monotonic() - opened < 0.05:  # a stream cut at once: do not spin on reconnects
             time.sleep(0.05)
-
-
-def watch_changes(kube: Kube, res: Resource, namespace: str | None, on_change: Callable[[], None],
-                  stop: threading.Event, *, chunk_s: int = 30) -> None:
-    """Call ``on_change`` on every change of any ``res`` object (in ``namespace``; None: all) until
-    ``stop``; relists on 410 Gone and after a cut, so a change is never missed for long."""
-    rv = ""
-    pause = 1.0
-    while not stop.is_set():
-        try:
-            if not rv:
-                _items, rv = kube.list(res, namespace)
-                on_change()
-                pause = 1.0
-            for ev in stream(kube, res, namespace, resource_version=rv, timeout_s=chunk_s):
-                o = ev.get("raw_object") or ev.get("object")
-                if isinstance(o, dict):
-                    rv = (o.get("metadata") or {}).get("resourceVersion") or rv
-                if ev.get("type") != "BOOKMARK":
-                    on_change()
-                if stop.is_set():
-                    return
-        except Gone:
-            rv = ""
-        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
-            # e.g. a kind this cluster does not serve (no DS CRD): back off to 30 s, keep trying
-            log.info("watch %s: %s; relisting in %.0fs", res.plural, type(exc).__name__, pause)
-            rv = ""
-            stop.wait(pause)
-            pause = min(30.0, pause * 2)
 

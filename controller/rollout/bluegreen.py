@@ -24,6 +24,12 @@ A failed stage (deadline, check) shifts every request back to blue and removes g
 one write (``RollingBack``), then deletes green and its pool. Every write re-reads the route and
 carries its resourceVersion; a restarted controller asks the planner again and goes on from the
 persisted state (a stage's checks run again; a stage's weights are never written twice).
+
+Waits (green's readiness, the bake, a pause, the fold-back's roll) re-read what they judge every
+``poll_s``; given ``cache`` (the in-cluster controller's informers), those reads come from it and send
+no request, as the partition engine's gates follow the cache (``rollout/target.Follower``). A cached
+copy older than what this rollout last wrote or read of the object is not used (read-your-writes):
+the API is asked instead. Reads that decide a write still go to the API.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from typing import Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
@@ -56,6 +63,20 @@ DRAIN_S = 30.0
 ABORT = P.PREFIX + "abort"  # the id of the blue-green `kubectl lwsflow abort` asked to abort
 ABORTED = "aborted (kubectl lwsflow abort)"
 PAUSE = P.PREFIX + "pause"  # the id of the blue-green `kubectl lwsflow pause` holds at its weights
+
+
+class Cached(Protocol):
+    """The in-cluster controller's cache, as a blue-green's waits read it (``incluster/bluegreen.py``)."""
+
+    def cached(self, res: Resource, namespace: str, name: str) -> Obj | None:
+        """The cached copy (None: not cached, not served or not synced yet; the API is asked)."""
+        ...
+
+
+def _rv(obj: Obj) -> int:
+    """A resourceVersion as a number (-1 when opaque: a cached copy then never counts as new enough)."""
+    raw = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(raw) if raw.isdigit() else -1
 
 
 def find_pool_and_route(kube: Kube, namespace: str, leaders: list[dict[str, str]], blue: str
@@ -115,7 +136,7 @@ class BlueGreenRollout:
                  weights: list[int], manifests: dict[str, Obj] | None = None,
                  on_step: Callable[[str], None] | None = None,
                  log: Callable[[str], None] = lambda _m: None, kind: BlueGreenKind | None = None,
-                 fold_back: bool = False) -> None:
+                 fold_back: bool = False, cache: Cached | None = None) -> None:
         # a 429's Retry-After is honoured in full while it fits the current stage's deadline
         kube = kube.with_deadline(self._stage_time_left)
         self.kube, self.ns, self.pair, self.opts, self.clock = kube, namespace, pair, opts, clock
@@ -124,6 +145,11 @@ class BlueGreenRollout:
         self.weights, self.manifests = weights, manifests or {}
         self.on_step, self.log = on_step, log
         self.k: BlueGreenKind = kind or PairBlueGreen(kube, namespace)
+        self.cache = cache
+        # (plural, name) -> the resourceVersion this rollout last wrote or read: no older cached copy
+        self._seen: dict[tuple[str, str], int] = {}
+        if cache is not None:
+            self.k.read = self._read
         self.events = EventRecorder(kube, clock.now)
         self.report = RolloutReport(self.k.kind, namespace, pair, stages_spec=",".join(map(str, weights)),
                                     targets=list(weights))
@@ -225,7 +251,7 @@ class BlueGreenRollout:
             except StageFailed as exc:
                 return self._rollback(st, str(exc))
             except Conflict:  # someone wrote the route: re-read and re-plan
-                self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+                self.route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
                 st = P.BlueGreenState.from_route(self.route)
 
     def _await_green(self, st: P.BlueGreenState) -> None:
@@ -270,7 +296,7 @@ class BlueGreenRollout:
     def _shift(self, st: P.BlueGreenState, k: int) -> None:
         """Write stage ``k``'s weights (and, in the same write, that stage ``k - 1`` passed)."""
         assert st.green is not None and st.blue is not None
-        route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+        route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
         self.route = route
         w = st.weights[k]
         nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.SHIFTING, "stage": k, "passed": k,
@@ -325,7 +351,7 @@ class BlueGreenRollout:
         if k + 1 < len(st.weights):
             self._shift(st, k + 1)
         else:
-            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
             self.route = route
             nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.FINISHING, "passed": k + 1})
             self._write(nxt, P.rules_with(route, st.blue.pool, st.green.pool, 100, drop_blue=True))
@@ -346,7 +372,7 @@ class BlueGreenRollout:
     def _rollback(self, st: P.BlueGreenState, reason: str) -> Outcome:
         assert st.green is not None and st.blue is not None
         if st.phase != P.ROLLING_BACK:
-            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
             self.route = route
             nxt = P.BlueGreenState(**{**st.__dict__, "phase": P.ROLLING_BACK, "reason": reason})
             self._write(nxt, P.rules_with(route, st.blue.pool, st.green.pool, None))
@@ -392,7 +418,7 @@ class BlueGreenRollout:
         idempotent, so a restarted controller runs the whole fold-back again from ``Finishing``."""
         assert st.green is not None and st.blue is not None
         origin = json.loads(st.fold_back)
-        if self._superseded(st):
+        if self._superseded(st, live=True):
             return self._fold_failed(st, "the blue pair's template is no longer the one green runs (Git "
                                      "changed it during the rollout)")
         for r in P.ROLES:
@@ -401,7 +427,7 @@ class BlueGreenRollout:
         self._step("blue-rolling")
         until = self.clock.now() + st.deadline_s
         while True:
-            checks = {r: gate.lws_fully_rolled(self._get(LWS, st.blue.lws[r])) for r in P.ROLES}
+            checks = {r: gate.lws_fully_rolled(self._read(LWS, st.blue.lws[r])) for r in P.ROLES}
             if all(c.passed for c in checks.values()):
                 break
             if self.clock.now() >= until:
@@ -412,7 +438,7 @@ class BlueGreenRollout:
             self.clock.sleep(self.poll_s)
         self._step("blue-ready")
         for _ in range(8):  # the route back to blue in one write: Git's rules, with the state
-            route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
             self.route = route
             try:
                 self._write(st, origin["rules"])
@@ -452,7 +478,7 @@ class BlueGreenRollout:
         asked on the route (``kubectl lwsflow abort``) or a newer template Git synced onto blue."""
         if not st.fold_back:
             return ""
-        ann = (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations") or {})
+        ann = (self._read(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations") or {})
         if ann.get(ABORT) == st.id:
             return ABORTED
         if self._superseded(st):  # that template gets its own run once this one has rolled back
@@ -465,7 +491,7 @@ class BlueGreenRollout:
         if not st.fold_back:
             return
         held = False
-        while (self._get(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations")
+        while (self._read(HTTP_ROUTE, self.route["metadata"]["name"])["metadata"].get("annotations")
                or {}).get(PAUSE) == st.id:
             if why := self._interrupted(st):
                 raise StageFailed(why)
@@ -476,10 +502,12 @@ class BlueGreenRollout:
                 self._step("paused")
             self.clock.sleep(self.poll_s)
 
-    def _superseded(self, st: P.BlueGreenState) -> bool:
-        """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync)."""
+    def _superseded(self, st: P.BlueGreenState, *, live: bool = False) -> bool:
+        """The blue pair's templates are no longer the ones green runs (GitOps: a newer sync); ``live``:
+        read from the API (what decides a write to the blue pair), else as a wait reads."""
         assert st.blue is not None
-        blue = {r: self._get(LWS, st.blue.lws[r]) for r in P.ROLES}
+        read = self._get if live else self._read
+        blue = {r: read(LWS, st.blue.lws[r]) for r in P.ROLES}
         return state.template_hash({r: state.template_of(o) for r, o in blue.items()}) != st.manifest_hash
 
     def _restore_blue(self, st: P.BlueGreenState) -> None:
@@ -488,7 +516,7 @@ class BlueGreenRollout:
         replicas). A template Git synced since (not the one that failed) is left for its own run."""
         assert st.blue is not None
         self._restore_selector(st)
-        if self._superseded(st):
+        if self._superseded(st, live=True):
             return
         for r in P.ROLES:
             obj = self._get(LWS, st.blue.lws[r])
@@ -496,10 +524,10 @@ class BlueGreenRollout:
             if not good or state.template_hash(state.unpack(good)) == state.template_hash(
                     state.template_of(obj)):
                 continue
-            self.kube.merge_patch(LWS, self.ns, st.blue.lws[r], {
+            self._saw(LWS, self.kube.merge_patch(LWS, self.ns, st.blue.lws[r], {
                 "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "spec": merge_diff(state.template_of(obj), state.unpack(good))},
-                field_manager=L.FIELD_MANAGER)
+                field_manager=L.FIELD_MANAGER))
         self._step("blue-restored")
 
     def _restore_selector(self, st: P.BlueGreenState) -> None:
@@ -513,7 +541,7 @@ class BlueGreenRollout:
         patch: Obj = {"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": value}}}}
         if annotations:
             patch["metadata"] = {"annotations": annotations}
-        self.kube.merge_patch(LWS, self.ns, name, patch, field_manager=L.FIELD_MANAGER)
+        self._saw(LWS, self.kube.merge_patch(LWS, self.ns, name, patch, field_manager=L.FIELD_MANAGER))
 
     # -- I/O helpers ---------------------------------------------------------------------------------
     def _drain(self, pool: str) -> None:
@@ -530,14 +558,14 @@ class BlueGreenRollout:
                         f"after {drain.WALL_LIMIT_S:g}s of drain; deleting anyway", warning=True)
 
     def _write(self, st: P.BlueGreenState, rules: list[Obj] | None) -> None:
-        self.route = self.kube.merge_patch(HTTP_ROUTE, self.ns, self.route["metadata"]["name"],
-                                           P.route_patch(self.route, st, rules),
-                                           field_manager=L.FIELD_MANAGER)
+        self.route = self._saw(HTTP_ROUTE, self.kube.merge_patch(
+            HTTP_ROUTE, self.ns, self.route["metadata"]["name"], P.route_patch(self.route, st, rules),
+            field_manager=L.FIELD_MANAGER))
 
     def _write_phase(self, st: P.BlueGreenState, phase: str, reason: str,
                      rules: list[Obj] | None = None) -> None:
         for _ in range(8):
-            self.route = self.kube.get(HTTP_ROUTE, self.ns, self.route["metadata"]["name"])
+            self.route = self._get(HTTP_ROUTE, self.route["metadata"]["name"])
             nxt = P.BlueGreenState(**{**st.__dict__, "phase": phase, "reason": reason})
             try:
                 self._write(nxt, rules)
@@ -549,7 +577,21 @@ class BlueGreenRollout:
         raise OperationFailed(f"HTTPRoute {self.route['metadata']['name']} kept changing under the rollout")
 
     def _get(self, res: Resource, name: str) -> Obj:
-        return self.kube.get(res, self.ns, name)
+        return self._saw(res, self.kube.get(res, self.ns, name))
+
+    def _read(self, res: Resource, name: str) -> Obj:
+        """What a wait judges: the cached copy when the cache holds one at least as new as this rollout's
+        last write or read of the object, else a GET (NotFound when it is gone)."""
+        obj = self.cache.cached(res, self.ns, name) if self.cache is not None else None
+        if obj is not None and _rv(obj) >= self._seen.get((res.plural, name), 0):
+            return obj
+        return self._get(res, name)
+
+    def _saw(self, res: Resource, obj: Obj) -> Obj:
+        """Remember the copy just written or read (a later cached read is never older)."""
+        key = (res.plural, str(obj["metadata"]["name"]))
+        self._seen[key] = max(self._seen.get(key, 0), _rv(obj))
+        return obj
 
     def _exists(self, res: Resource, name: str) -> bool:
         return exists(self.kube, res, self.ns, name)

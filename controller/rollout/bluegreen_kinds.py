@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
 from typing import Protocol
 
 from lwsflow.controller.api import labels as L
@@ -36,12 +37,17 @@ from lwsflow.controller.rollout.gate import GateResult
 
 PAIR_KIND = "LeaderWorkerSetPair"
 
+Reader = Callable[[Resource, str], Obj]
+"""(resource, name) -> the object in the rollout's namespace (NotFound when gone): what a wait reads."""
+
 
 class BlueGreenKind(Protocol):
     """The kind-specific part of a blue-green (one instance per rollout)."""
 
     target: str  # the TARGET prefix, ``pair`` or ``ds`` (also ``Side.kind`` in the persisted state)
     kind: str  # the report's and the stage hooks' kind
+    # how readiness reads an object: a GET, or the in-cluster controller's cache (set by the executor)
+    read: Reader
 
     def find_blue(self, name: str) -> dict[str, Obj]:
         """The blue objects by role (a DS: ``{"": ds}``); refuses (InvalidInput) what is not there."""
@@ -116,6 +122,7 @@ def delete_if_present(kube: Kube, res: Resource, namespace: str, name: str) -> N
 class _Base:
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.kube, self.ns = kube, namespace
+        self.read: Reader = lambda res, name: self.kube.get(res, self.ns, name)
 
     def _exists(self, res: Resource, name: str) -> bool:
         return exists(self.kube, res, self.ns, name)
@@ -172,7 +179,7 @@ class PairBlueGreen(_Base):
         return all(self._exists(LWS, n) for n in side.lws.values())
 
     def ready(self, side: P.Side) -> dict[str, GateResult]:
-        return {r: gate.lws_fully_rolled(self.kube.get(LWS, self.ns, side.lws[r])) for r in P.ROLES}
+        return {r: gate.lws_fully_rolled(self.read(LWS, side.lws[r])) for r in P.ROLES}
 
     def hook_context(self, st: P.BlueGreenState) -> tuple[Obj, dict[str, tuple[str, str]]]:
         assert st.green is not None and st.blue is not None
@@ -281,7 +288,7 @@ class DsBlueGreen(_Base):
         return self._exists(DS, side.pair)
 
     def ready(self, side: P.Side) -> dict[str, GateResult]:
-        return {"ds": DsKind(self.kube, self.ns).gate(self.kube.get(DS, self.ns, side.pair), 1)}
+        return {"ds": DsKind(self.kube, self.ns).gate(self.read(DS, side.pair), 1)}
 
     def hook_context(self, st: P.BlueGreenState) -> tuple[Obj, dict[str, tuple[str, str]]]:
         assert st.green is not None and st.blue is not None
@@ -359,7 +366,7 @@ class LwsBlueGreen(_Base):
         return self._exists(LWS, side.pair)
 
     def ready(self, side: P.Side) -> dict[str, GateResult]:
-        return {r: gate.lws_fully_rolled(self.kube.get(LWS, self.ns, side.pair)) for r in side.lws}
+        return {r: gate.lws_fully_rolled(self.read(LWS, side.pair)) for r in side.lws}
 
     def hook_context(self, st: P.BlueGreenState) -> tuple[Obj, dict[str, tuple[str, str]]]:
         assert st.green is not None and st.blue is not None

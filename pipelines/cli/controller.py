@@ -16,8 +16,7 @@ controller never asks a cluster for that path.
 Runs until SIGTERM/SIGINT. With ``--leader-elect`` only the holder of the Lease acts, and every
 write (the P/D probe's canaries and the webhook posts included) is fenced on the renew deadline; a
 replica that loses the lease exits (its Deployment restarts it as a standby). ``/healthz`` fails
-while a reconcile makes no progress or an informer thread has died. The hidden
-``--engine legacy`` runs the previous list-everything loop (``bench/controller_scale.py``).
+while a reconcile makes no progress or an informer thread has died.
 """
 
 from __future__ import annotations
@@ -77,8 +76,6 @@ def run(
     kube_qps: Annotated[float, typer.Option(help="client-side limit on API requests per second (watches "
                                             "apart)", min=1)] = 200.0,
     kube_burst: Annotated[int, typer.Option(help="requests allowed at once above --kube-qps", min=1)] = 400,
-    engine: Annotated[str, typer.Option(hidden=True, help="informer, or legacy (the previous loop: "
-                                        "bench/controller_scale.py compares them)")] = "informer",
     prometheus: Annotated[str | None, typer.Option(help="Prometheus URL for the policies' analysis, or "
                                                     "'local' to run one here that scrapes the watched pods")]
     = None,
@@ -104,8 +101,6 @@ def run(
     lease_s, resync_s = parse_duration(lease_duration, "lease-duration"), parse_duration(resync, "resync")
     if lease_s < 3:
         raise InvalidInput("must be at least 3s", field="lease-duration")
-    if engine not in ("informer", "legacy"):
-        raise InvalidInput(f"{engine!r}: want informer or legacy", field="engine")
     mport, hport = _port(metrics_addr, "metrics-addr"), _port(health_addr, "health-addr")
     _configure_logging()
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -130,7 +125,7 @@ def run(
                      leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
                      analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
                      pd_probe=_pd_probe(),
-                     resync_s=resync_s, stop=stop, engine=engine, worker_count=workers)
+                     resync_s=resync_s, stop=stop, worker_count=workers)
     try:  # a taken port is one line naming the flag, not a traceback
         where = "metrics-addr"
         mep = Endpoints(mport, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()

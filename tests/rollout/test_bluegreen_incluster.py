@@ -15,7 +15,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from lwsflow.controller.kube.resources import EVENT, HTTP_ROUTE, INFERENCE_POOL,
 from lwsflow.controller.policy.wait import verdict
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, session, state
+from lwsflow.sim.apiserver.faults import RequestInfo
 from lwsflow.sim.router import Router
 from reliability.incluster_env import install_rbac, running
 
@@ -83,6 +86,32 @@ def wait_status(env: Env, pred: Callable[[dict[str, Any]], bool], timeout: float
             return status
         time.sleep(0.05)
     raise AssertionError(f"policy status {status}" + (f"\ncontroller log:\n{log.read_text()}" if log else ""))
+
+
+def settled(env: Env, ctl: Any, timeout: float = 60.0) -> None:
+    """Until the controller has acted on everything there is: its caches hold the policy and the blue
+    pair as the API has them now, no rollout runs, and no policy is queued, being reconciled or
+    scheduled for a later look (a settle window). An absence ("nothing starts again") is then
+    established by the controller's own state, not hoped for after a fixed sleep."""
+    end = time.monotonic() + timeout
+    cached = [(ctl.cache.policies, ROLLOUT_POLICY, "chat"),
+              *((ctl.cache.lws, LWS, f"chat-{r}") for r in P.ROLES)]
+
+    def rv(obj: dict[str, Any] | None) -> int:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+
+    def running() -> bool:
+        return any(w.thread.is_alive() for w in list(ctl.workers.values()))
+    while True:
+        seen = all(rv(inf.get(NS, name)) >= rv(env.kube.get(res, NS, name)) for inf, res, name in cached)
+        if seen and not running():
+            q = ctl.loop.queue
+            with q._cond:  # the queue's own lock: its queued, scheduled and in-progress keys at one instant
+                pending = bool(q._queue or q._delayed or q._processing)
+            if not pending and not running():  # (a reconcile that started a rollout meanwhile shows here)
+                return
+        assert time.monotonic() < end, f"never settled: caches current {seen}, a rollout running {running()}"
+        time.sleep(0.02)
 
 
 def git_shape(env: Env) -> tuple[Any, Any, list[str]]:
@@ -167,13 +196,13 @@ def test_slower_green_is_caught_by_analysis_at_the_first_stage_and_git_shape_res
         try:
             with Router(env.sim.store, seed=5) as router, load(router), \
                     running(controller(env, analysis=_analysis(env.kube, str(env.sim.kubeconfig), local.url,
-                                                               local))):
+                                                               local))) as ctl:
                 wait_status(env, lambda s: bool(s.get("stableRevision")))
                 sync(env, SLOWER)
                 release = state.template_hash(state.template_of(env.kube.get(LWS, NS, "chat-decode")))
                 done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed"),
                                    240)
-                time.sleep(2)  # a few more passes: nothing starts again
+                settled(env, ctl)  # every pass the rollback's writes wake has run: nothing starts again
         finally:
             local.stop()
         assert done["phase"] == "RolledBack", done
@@ -270,7 +299,7 @@ def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> Non
     before = git_shape(env)
     env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50, "bake": "1h"}, {"weight": 100}]))
     kc = ["-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]
-    with running(controller(env)):
+    with running(controller(env)) as ctl:
         wait_status(env, lambda s: bool(s.get("stableRevision")))
         sync(env, GREEN)
         first = wait_status(env, lambda s: (s.get("blueGreen") or {}).get("greenWeight") == 50)
@@ -281,13 +310,88 @@ def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> Non
         assert git_shape(env) == before and images(env) == {f"r.example/vllm@{BLUE}"}
         sync(env, GREEN)  # Argo CD's self-heal puts Git's template back
         rv = env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"]
-        time.sleep(2.0)  # passes enough to settle and decide: nothing starts
+        settled(env, ctl)  # the sync seen, its settle window over and decided on: nothing starts
         assert env.kube.get(HTTP_ROUTE, NS, "chat")["metadata"]["resourceVersion"] == rv
         assert kubectl_plugin.main(["abort", "chat", *kc]) == 2  # nothing in progress
         assert kubectl_plugin.main(["retry", "chat", *kc]) == 0
         again = wait_status(env, lambda s: s.get("rolloutId") not in ("", first["rolloutId"])
                             and (s.get("blueGreen") or {}).get("greenWeight") == 50)
         assert again["phase"] == "Progressing", again
+
+
+class Sent:
+    """The requests one User-Agent sent, as the embedded API server saw them: (wall time, verb, resource,
+    name); counted server-side, so what the controller sends, not what it believes it sends."""
+
+    def __init__(self, env: Env, agent: str) -> None:
+        self.agent, self.log, self.lock = agent, [], threading.Lock()
+        env.sim.api.faults.request_hook = self.hook
+
+    def hook(self, req: RequestInfo) -> None:
+        if req.user_agent == self.agent:
+            with self.lock:
+                self.log.append((time.monotonic(), req.verb, req.resource, req.name))
+
+    def since(self, t0: float) -> list[tuple[float, str, str, str]]:
+        with self.lock:
+            return [r for r in self.log if r[0] >= t0]
+
+    def reconciled(self, timeout: float = 30.0) -> None:
+        """Until the controller has looked at the policy once more after its last status write (that
+        write's own event wakes a reconcile, which lists the routes and writes nothing): quiet then."""
+        end = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                log = list(self.log)
+            wrote = max((i for i, r in enumerate(log) if r[2].startswith("rolloutpolicies")
+                         and r[1] in ("patch", "update")), default=-1)
+            if any(r[1:3] == ("list", "httproutes") for r in log[wrote + 1:]):
+                return
+            assert time.monotonic() < end, log[wrote:]
+            time.sleep(0.02)
+
+
+def test_waits_follow_the_informer_cache_not_a_get_loop(env: Env) -> None:
+    """While green bakes, the controller sends no request at all: green's readiness, the blue pair's
+    template and the route's abort/pause asks come from its informers (the LWS cache, and one watch of
+    the HTTPRoutes for the controller's life), not a GET of each every poll nor a watch per wait; the
+    abort reaches the bake through that route informer at once."""
+    from lwsflow.controller.incluster.manager import Controller
+    from lwsflow.controller.kube.client import Kube
+    from lwsflow.pipelines import kubectl_plugin
+
+    agent = "lwsflow-controller/bluegreen-cache"
+    sent = Sent(env, agent)
+    frozen_blue(env)
+    env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50, "bake": "1h"}, {"weight": 100}]))
+    kube = Kube.connect(str(env.sim.kubeconfig))
+    kube.api.user_agent = agent
+    clock = session.clock_for(env.kube)
+    with running(Controller(kube, session.clock_for(kube), namespace=NS)):
+        wait_status(env, lambda s: bool(s.get("stableRevision")))
+        sync(env, GREEN)
+        wait_status(env, lambda s: (s.get("blueGreen") or {}).get("greenWeight") == 50)
+        wait_event(env, "WeightsShifted")  # the 50% shift, announced after its route write
+        sent.reconciled()  # the status of that step written and looked at again: the bake goes on alone
+        t0 = time.monotonic()
+        clock.sleep(60)  # 60 cluster seconds of bake: a dozen of the executor's polls (5 cluster s each)
+        baking = sent.since(t0)
+        assert baking == [], baking
+        assert kubectl_plugin.main(["abort", "chat", "-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]) == 0
+        done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed", "Aborted"))
+    assert done["phase"] == "Aborted", done
+    assert env.green_weights() == [None, 0, 50, None]
+    watches = Counter(r[2] for r in sent.log if r[1] == "watch")
+    # one watch of each for the controller's life (its informers), none per wait
+    assert watches["httproutes"] == 1 and watches["leaderworkersets"] == 1, watches
+
+
+def wait_event(env: Env, reason: str, count: int = 1, timeout: float = 60.0) -> None:
+    """Until ``count`` events of ``reason`` are recorded (the executor's steps announce themselves)."""
+    end = time.monotonic() + timeout
+    while [e["reason"] for e in env.kube.list(EVENT, NS)[0]].count(reason) < count:
+        assert time.monotonic() < end, [e["reason"] for e in env.kube.list(EVENT, NS)[0]]
+        time.sleep(0.05)
 
 
 def test_pause_holds_the_weights_until_resume(env: Env) -> None:
@@ -308,7 +412,8 @@ def test_pause_holds_the_weights_until_resume(env: Env) -> None:
         while "BlueGreenPaused" not in [e["reason"] for e in env.kube.list(EVENT, NS)[0]]:
             assert time.monotonic() < end, env.kube.get(ROLLOUT_POLICY, NS, "chat")["status"]
             time.sleep(0.05)
-        time.sleep(1.5)  # 75 cluster seconds held: nothing moves
+        clock = session.clock_for(env.kube)
+        clock.sleep(75)  # 75 cluster seconds held (15 of the executor's looks at the route): nothing moves
         assert env.green_weights() == [None, 0, 50]
         held = env.kube.get(ROLLOUT_POLICY, NS, "chat")["status"]
         assert held["phase"] == "Paused" and held["blueGreen"]["greenWeight"] == 50, held
@@ -324,7 +429,8 @@ def test_blue_green_policy_uses_only_the_base_and_bluegreen_roles(env: Env, tmp_
     check (as `lwsflow controller run` wires it: green's pair, `pair/<green>`) and an analysis, run to
     Succeeded, makes only requests overlays/controller's roles and overlays/rbac/bluegreen's grant, and
     uses every verb of the latter a LeaderWorkerSetPair needs (the DisaggregatedSet verbs are the CLI's
-    `ds/NAME --strategy blue-green`, tests/rollout/test_rbac.py)."""
+    `ds/NAME --strategy blue-green`, tests/rollout/test_rbac.py), the controller's own watch of the
+    HTTPRoutes (controller.yaml: its waits follow them from an informer) included."""
     from lwsflow.controller.incluster.manager import Controller
     from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.yamlio import load_yaml_documents
@@ -332,7 +438,7 @@ def test_blue_green_policy_uses_only_the_base_and_bluegreen_roles(env: Env, tmp_
     from lwsflow.sim.apiserver import ApiServer
 
     def granted(*files: Path) -> set[tuple[str, str, str]]:
-        return {(g, r, v) for f in files for d in load_yaml_documents(f) for rule in d["rules"]
+        return {(g, r, v) for f in files for d in load_yaml_documents(f) for rule in d.get("rules") or []
                 for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 
     frozen_blue(env)
@@ -355,7 +461,7 @@ def test_blue_green_policy_uses_only_the_base_and_bluegreen_roles(env: Env, tmp_
     assert done["phase"] == "Succeeded", done
     controller_rbac = BLUE_GREEN_RBAC.parents[1] / "controller"
     base = granted(controller_rbac / "clusterrole.yaml", controller_rbac / "role.yaml")
-    bg = granted(BLUE_GREEN_RBAC / "clusterrole.yaml")
+    bg = granted(BLUE_GREEN_RBAC / "clusterrole.yaml", BLUE_GREEN_RBAC / "controller.yaml")
     used = {(g, r, v) for g, r, v in api.verbs_used() if not r.startswith("/")}
     assert used <= base | bg, f"used but not granted: {used - base - bg}"
     pair_only = {t for t in bg if t[1] != "disaggregatedsets"}

@@ -1,7 +1,9 @@
 """The informer core (``incluster/core.py``, ``kube/informer.py``) against the embedded cluster.
 
 Requests are counted on the server side (the embedded API's ``request_hook``), by the User-Agent of
-the controller under test: what the controller sends, not what it believes it sends.
+the controller under test: what the controller sends, not what it believes it sends. A window in
+which nothing may be sent is measured in cluster time (the embedded cluster's virtual clock), and
+starts once the controller is quiet: every change seen and every reconcile done.
 """
 
 from __future__ import annotations
@@ -46,26 +48,50 @@ def _controller(env: Env, agent: str, **kw: object) -> Controller:
     return Controller(kube, env.clock(), namespace=NS, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("engine", ["informer", "legacy"])
-def test_an_idle_controller_sends_nothing_but_its_watches(env: Env, engine: str) -> None:
+def _quiet(env: Env, ctl: Controller, timeout: float = 30.0) -> None:
+    """Block until the controller has seen every object as the server has it (its own writes
+    included) and has no reconcile queued or running, with no key added since the last look."""
+    def cached(inf: Informer) -> bool:
+        items, _ = env.kube.list(inf.res, NS)
+        return all((inf.get(NS, o["metadata"]["name"]) or {}).get("metadata", {}).get("resourceVersion")
+                   == o["metadata"]["resourceVersion"] for o in items)
+    end, adds = time.monotonic() + timeout, -1
+    while time.monotonic() < end:
+        loop = ctl.loop
+        if loop is not None and loop.caches.synced():
+            q = loop.queue
+            idle = len(q) == 0 and not q._processing and q.adds == adds
+            if idle and all(cached(i) for i in loop.caches.all if i.served):
+                return
+            adds = q.adds
+        time.sleep(0.05)
+    raise AssertionError("the controller did not become quiet")
+
+
+def _cluster_passes(env: Env, seconds: float) -> None:
+    """Block until ``seconds`` of cluster time have passed (the embedded cluster's virtual clock)."""
+    cluster = env.sim.cluster
+    end = cluster.now() + seconds
+    while cluster.now() < end:
+        time.sleep(0.01)
+
+
+def test_an_idle_controller_sends_nothing_but_its_watches(env: Env) -> None:
     """Adopted and nothing changing: the informer core sends no request at all (its watches stay
-    open); the previous loop, measured the same way, lists and GETs on every pass."""
-    seen = Seen(env, f"lwsflow-controller/{engine}")
+    open) over 600 cluster seconds."""
+    agent = "lwsflow-controller/informer"
+    seen = Seen(env, agent)
     for i in range(3):
         env.create_ready(lws_manifest(f"i{i}", replicas=2, partition=2))
         env.kube.create(ROLLOUT_POLICY, NS, policy(f"pi{i}", f"i{i}", [{"groups": 1}, {"groups": "100%"}]))
-    with running(_controller(env, f"lwsflow-controller/{engine}", engine=engine,
-                             resync_s=2.0 if engine == "legacy" else 300)):
+    with running(_controller(env, agent, resync_s=300)) as ctl:
         for i in range(3):
             wait_policy(env, f"pi{i}", lambda s: bool(s.get("stableRevision")) and s.get("phase") == "Idle")
-        time.sleep(1.0)  # the adoption's own status writes and their events
+        _quiet(env, ctl)  # the adoption's own status writes and their events
         t0 = time.monotonic()
-        time.sleep(3.0)
+        _cluster_passes(env, 600.0)
         idle = seen.since(t0)
-    if engine == "informer":
-        assert idle == [], idle
-    else:
-        assert len(idle) >= 4, idle  # a pass: list policies + GET each target, at least every 2 s
+    assert idle == [], idle
 
 
 def test_a_gate_waits_on_cache_events_not_on_requests(env: Env) -> None:
@@ -75,13 +101,13 @@ def test_a_gate_waits_on_cache_events_not_on_requests(env: Env) -> None:
     seen = Seen(env, agent)
     env.create_ready(lws_manifest("g", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("pg", "g", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
-    with running(_controller(env, agent)):
+    with running(_controller(env, agent)) as ctl:
         wait_policy(env, "pg", lambda s: bool(s.get("stableRevision")))
         sync(env, "g", "vllm:2")
         wait_policy(env, "pg", lambda s: s.get("phase") == "WaitingForPromotion")
-        time.sleep(0.5)
+        _quiet(env, ctl)
         t0 = time.monotonic()
-        time.sleep(2.5)
+        _cluster_passes(env, 500.0)
         waiting = seen.since(t0, watches=True)
         assert waiting == [], waiting
         assert gate.partition(env.kube.get(LWS, NS, "g")) == 3
@@ -103,9 +129,11 @@ def test_informer_resumes_from_its_resource_version_and_relists_on_410(env: Env)
     threading.Thread(target=inf.run, daemon=True).start()
     try:
         assert inf.synced.wait(10)
-        for name in ("b", "c"):
+        for name in ("b", "c"):  # each seen by the informer (across the cut streams) before the next
             env.kube.create(LWS, NS, lws_manifest(name, replicas=1))
-            time.sleep(0.5)
+            end = time.monotonic() + 10
+            while inf.get(NS, name) is None and time.monotonic() < end:
+                time.sleep(0.02)
         env.kube.delete(LWS, NS, "a")
         end = time.monotonic() + 20
         while time.monotonic() < end and not (inf.get(NS, "a") is None and inf.get(NS, "c") is not None
@@ -126,9 +154,9 @@ def test_a_rollout_follows_its_gates_on_the_cache_without_a_watch_of_its_own(env
     seen = Seen(env, agent)
     env.create_ready(lws_manifest("f", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("pf", "f", [{"groups": 1}, {"groups": 2}, {"groups": "100%"}]))
-    with running(_controller(env, agent)):
+    with running(_controller(env, agent)) as ctl:
         wait_policy(env, "pf", lambda s: bool(s.get("stableRevision")))
-        time.sleep(0.5)
+        _quiet(env, ctl)
         t0 = time.monotonic()
         sync(env, "f", "vllm:2")
         wait_policy(env, "pf", lambda s: s.get("phase") == "Succeeded")
@@ -155,9 +183,13 @@ def test_following_from_the_cache_never_yields_a_copy_older_than_our_write(env: 
     got: list[dict] = []
     follower = threading.Thread(target=lambda: got.extend(inf.follow(NS, "w", wall_budget=5.0, after=ours)))
     follower.start()
-    time.sleep(0.2)
+    end = time.monotonic() + 5
+    while (NS, "w") not in inf._waiting and time.monotonic() < end:  # it waits on the stale copy
+        time.sleep(0.01)
     inf.store(ours)  # the cache catches up: the waiting follower is woken at once
-    time.sleep(0.2)
+    woken = time.monotonic() + 0.2
+    while not got and time.monotonic() < woken:
+        time.sleep(0.01)
     assert [o["metadata"]["labels"]["touched"] for o in got] == ["yes"]
     stop.set()  # the follow ends with the informer
     follower.join(3)

@@ -294,7 +294,7 @@ def test_controller_policy_rolls_in_place_when_the_quota_admits_no_surge(kenv: E
     """GitOps: the new template is synced (frozen by the partition) while the nodes have no room for a
     surge group either; the policy's ``quota.onShortage: inPlace`` writes maxSurge 0 on the target and
     rolls it; its Kueue reads are exactly what the controller's ClusterRole grants."""
-    from lwsflow.controller.incluster.driver import Driver
+    from lwsflow.controller.incluster.driver import Driver, DriverDeps, Job
 
     kenv.create_ready(lws_manifest("fill", replicas=1, size=1, gpus=8))  # the third node taken
     _quota(kenv, 16, 16, cohort="serving")
@@ -309,7 +309,7 @@ def test_controller_policy_rolls_in_place_when_the_quota_admits_no_surge(kenv: E
     api, kcfg = _own_api(kenv, tmp_path)
     try:
         kube = Kube.connect(str(kcfg))
-        out = Driver(kube, session.clock_for(kube), NS, spec).run()
+        out = Driver(DriverDeps(kube, session.clock_for(kube)), Job(NS, spec)).run()
     finally:
         api.stop()
     assert out is not None and out.result == "succeeded", out
