@@ -70,17 +70,29 @@ SLOWER_FACTOR = 1.4  # the bad release: ready, 40% slower TTFT (`demo --bad-rele
 SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * SLOWER_FACTOR, 4))
 GATEWAY = "inference-gateway"  # the Gateway the demo's llm-d HTTPRoutes attach to
 LOAD_RATE = 5.0  # analysis traffic through the router, requests per second (TTFTs are fixed: few suffice)
-# The analysis the analysed model's policy runs after each stage (a command check): p95 TTFT of the
-# new revision against the stable one over the same 5 s window, no more than 10% worse. The stand-in
-# engines serve vLLM's metric names whatever the engine. Wall seconds (Prometheus's clock): the
-# first measurement waits 6 s (> the window) so it covers only time the new pods served.
-ANALYSIS_SPEC: dict[str, Any] = {"window": "5s", "metrics": [{
-    "name": "ttft-p95", "initialDelay": "6s", "interval": "2s", "count": 2, "failureLimit": 0,
-    "inconclusiveLimit": 1,
-    "provider": {"prometheus": {"query": (
-        'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
-        '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[{{window}}])))')}},
-    "compare": {"mode": "relative", "tolerance": 10}}]}
+# The analysis's timescale in wall seconds (Prometheus's clock): the window each p95 is taken over. The
+# demo's tests shorten it (tests/pipelines/test_demo.py); `lwsflow demo` keeps 5 s, which a person can follow.
+ANALYSIS_WINDOW_S = 5.0
+
+
+def analysis_spec(window_s: float) -> dict[str, Any]:
+    """The analysis the analysed model's policy runs after each stage (a command check): p95 TTFT of the
+    new revision against the stable one over the same window, no more than 10% worse. The stand-in
+    engines serve vLLM's metric names whatever the engine. The first measurement waits a second more
+    than the window, so it covers only time the new pods served (5 s: measured at 6 s and 8 s)."""
+    interval = max(1, round(window_s * 0.4))
+    return {"window": f"{window_s:g}s", "metrics": [{
+        "name": "ttft-p95", "initialDelay": f"{window_s + 1:g}s", "interval": f"{interval}s", "count": 2,
+        "failureLimit": 0, "inconclusiveLimit": 1,
+        "provider": {"prometheus": {"query": (
+            'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket'
+            '{namespace="{{namespace}}",lws="{{lws}}",revision="{{revision}}"}[{{window}}])))')}},
+        "compare": {"mode": "relative", "tolerance": 10}}]}
+
+
+def load_rate(window_s: float) -> float:
+    """Requests per second of analysis traffic: as many per window as 5 s windows at ``LOAD_RATE`` get."""
+    return round(LOAD_RATE * max(1.0, 5.0 / window_s), 1)
 
 
 @dataclass
@@ -313,8 +325,9 @@ def _traffic(stack: LocalStack, analysed: Analysed | None) -> Iterator[None]:
     url = stack.router.url
     # not streamed: a non-streaming answer's TTFT is the engine profile's, where a stream's is the
     # wall time it took, which a busy 2-core machine stretches at random (p95 of ~25 samples swings)
-    load = LoadGenerator(LoadSpec(model=analysed.served, rate=LOAD_RATE, seed=7, max_tokens=(2, 4),
-                                  prompt_words=(4, 24), stream_share=0.0), lambda: [url]).start()
+    load = LoadGenerator(LoadSpec(model=analysed.served, rate=load_rate(ANALYSIS_WINDOW_S), seed=7,
+                                  max_tokens=(2, 4), prompt_words=(4, 24), stream_share=0.0),
+                         lambda: [url]).start()
     try:
         yield
     finally:
@@ -475,7 +488,7 @@ def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str],
     if found is not None:
         model, ns = found
         spec_path = out / "work" / "analysis.yaml"
-        spec_path.write_text(dump_yaml(ANALYSIS_SPEC))
+        spec_path.write_text(dump_yaml(analysis_spec(ANALYSIS_WINDOW_S)))
         analysed = Analysed(model, ns, cat.for_environment(model, env).model, spec_path)
         # only the analysed model's serving pods: scraping every engine each second costs CPU for nothing
         selector = f"{L.NAME}={model}"
@@ -503,9 +516,9 @@ def _start_controller(stack: LocalStack, out: Path, env: str, models: list[str],
     if analysed is not None:
         console.print(f"analysis: after each stage {analysed.namespace}/{analysed.model}'s policy runs "
                       "`lwsflow analysis run --revision auto` (the new revision's p95 TTFT against the "
-                      "stable one's, at most 10% worse, over 5 s windows of Prometheus data), while "
-                      f"{LOAD_RATE:g} req/s of seeded traffic go through the router to InferencePool "
-                      f"{analysed.namespace}/{analysed.model}")
+                      f"stable one's, at most 10% worse, over {ANALYSIS_WINDOW_S:g} s windows of Prometheus "
+                      f"data), while {load_rate(ANALYSIS_WINDOW_S):g} req/s of seeded traffic go through the "
+                      f"router to InferencePool {analysed.namespace}/{analysed.model}")
     return ctl, analysed
 
 

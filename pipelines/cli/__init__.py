@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import typer as typer_mod
+from typer.main import get_command
 
 from lwsflow.controller.errors import InvalidInput, LwsflowError, OperationFailed
 from lwsflow.pipelines.cli.app import app
@@ -28,6 +30,9 @@ REHEARSAL_COMMANDS = ("demo", "engine-stub", "sim", "refcluster")
 _FULL_INSTALL = ("needs the full install (a clone of the repository, `make setup`): the embedded and "
                  "reference clusters are not part of this one")
 _registered = False
+# The click command typer builds from `app` (~0.2 s of signature inspection), built once per set of
+# registered commands: tests call main() hundreds of times in one process.
+_built: tuple[tuple[int, int], Any] | None = None
 
 
 def _register() -> None:
@@ -55,11 +60,20 @@ def _absent(command: str) -> None:
         raise OperationFailed(f"lwsflow {command} {_FULL_INSTALL}")
 
 
+def _command() -> Any:
+    """`app` as a click command (what ``app(...)`` would build on every call)."""
+    global _built
+    key = (len(app.registered_commands), len(app.registered_groups))
+    if _built is None or _built[0] != key:
+        _built = (key, get_command(app))
+    return _built[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `lwsflow` console script; returns the exit code."""
     _register()
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = _command()(args=argv, standalone_mode=False)
     except SystemExit as exc:
         return int(exc.code or 0)
     except InvalidInput as exc:

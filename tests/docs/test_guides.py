@@ -4,6 +4,7 @@ and their output is compared with what the guide shows (rules in ``guide_runner`
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,14 @@ def test_wildcards() -> None:
     assert matches(["a", "...", "b"], "a\nb\n")
     assert not matches(["a", "b"], "a\nb\nc\n")
     assert not matches(["digest sha256:..."], "digest sha1:abc\n")
+
+
+def test_the_smoke_table_header_reads_a_time_column_of_any_width() -> None:
+    """The time column is as wide as its header when every check takes under 10 ms."""
+    steps = [s for b in console_blocks((ROOT / "docs" / "smoke.md").read_text()) for s in b.steps]
+    header = next(ln for s in steps for ln in s.expected if "┃ time" in ln)
+    for cell in ("┃ time ┃", "┃ time   ┃", "┃ time     ┃"):
+        assert matches([header], re.sub(r"┃ time[^┃]*┃", cell, header) + "\n"), cell
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lwsflow.pipelines import pictures
 from lwsflow.pipelines.pictures.records import Stage, Trace
+from lwsflow.rehearsal import demo
 from lwsflow.rehearsal.demo import _Progress, _verdict
 from lwsflow.rehearsal.local_run import PipelineRun
 
@@ -48,3 +49,16 @@ def test_stages_picture_gets_the_mode_of_an_ordinary_file(tmp_path: Path) -> Non
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777  # the umask's, not mkstemp's 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt", "stages.png"]  # no temp file left
+
+
+def test_the_demo_analyses_at_a_pace_a_person_can_follow() -> None:
+    """`lwsflow demo` measures over 5 s windows (at 6 s and 8 s) with 5 req/s; its tests' shorter windows
+    (issue 35) keep the measurements after a full window of the new pods and as many requests in each."""
+    assert demo.ANALYSIS_WINDOW_S == 5.0
+    metric = demo.analysis_spec(5.0)["metrics"][0]
+    assert demo.analysis_spec(5.0)["window"] == "5s" and demo.load_rate(5.0) == demo.LOAD_RATE == 5.0
+    assert (metric["initialDelay"], metric["interval"], metric["count"]) == ("6s", "2s", 2)
+    short = demo.analysis_spec(3.0)
+    assert (short["window"], short["metrics"][0]["initialDelay"], short["metrics"][0]["interval"]) == (
+        "3s", "4s", "1s")
+    assert demo.load_rate(3.0) * 3.0 >= demo.LOAD_RATE * 5.0 - 0.5  # as many requests per window
