@@ -59,13 +59,18 @@ def _until(pred: Any, timeout: float) -> bool:
     return False
 
 
+def controller_command(kubeconfig: Path, lease_s: float, resync: str = "1s") -> list[str]:
+    """One `lwsflow controller run --leader-elect` replica on the embedded cluster's clock."""
+    return [str(BIN), "controller", "run", "-n", NS, "--leader-elect", "--lease-namespace", NS,
+            "--lease-duration", f"{lease_s:g}s", "--metrics-addr", "127.0.0.1:0", "--health-addr",
+            "127.0.0.1:0", "--kubeconfig", str(kubeconfig), "--resync", resync, "--cluster-clock"]
+
+
 def trial(seed: int, kills: int, lease_s: float, tmp: Path) -> dict[str, Any]:
     rng = random.Random(seed)
     env = make_env(tmp)
     procs: dict[int, subprocess.Popen[bytes]] = {}
-    cmd = [str(BIN), "controller", "run", "-n", NS, "--leader-elect", "--lease-namespace", NS,
-           "--lease-duration", f"{lease_s:g}s", "--metrics-addr", "127.0.0.1:0", "--health-addr",
-           "127.0.0.1:0", "--kubeconfig", str(env.kubeconfig), "--resync", "1s", "--cluster-clock"]
+    cmd = controller_command(env.kubeconfig, lease_s)
 
     logs: list[Path] = []
 
