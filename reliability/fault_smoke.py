@@ -4,7 +4,6 @@ times the attempts, plus the backoff between them), never as a pass and never as
 
 from __future__ import annotations
 
-import random
 import time
 
 from lwsflow.components.smoke import SmokeConfig, run_smoke
@@ -23,6 +22,7 @@ from reliability.fault_helpers import (
     lws_manifest,
     release,
 )
+from reliability.ports import ReservedPort
 
 GENERATION = {"completions", "chat", "completions-stream", "chat-stream"}
 # engine mode (its natural scope) -> the checks that must fail
@@ -74,10 +74,14 @@ def smoke_gate_trial(env: FaultEnv, mode: str, seed: int) -> Trial:
     """A release whose engines answer in ``mode`` (pods Ready, serving badly) is caught by the smoke
     test run as the stage hook: stage 1 fails within the smoke's bounds and the LWS is rolled back.
     ``env`` must serve engines (``start_env(engines=True)``)."""
+    with ReservedPort() as reserved:  # pod IPs repeat across embedded clusters: a port of its own
+        return _smoke_gate_trial(env, mode, seed, reserved.port)
+
+
+def _smoke_gate_trial(env: FaultEnv, mode: str, seed: int, port: int) -> Trial:
     t0 = time.monotonic()
     name = f"sg{mode[:4]}{seed}"
     trial = Trial(f"smoke-gate-{mode}", name)
-    port = random.Random(seed).randint(20_000, 60_000)  # pod IPs repeat across embedded clusters
     base = lws_manifest(name, replicas=2, size=1, load_s=10,
                         annotations={L.SERVING_PORT: str(port), L.SERVED_MODEL: MODEL})
     env.create_ready(base)

@@ -53,6 +53,19 @@ def wait_policy(env: Env, name: str, pred: Callable[[dict], bool], timeout: floa
     raise AssertionError(f"policy {name}: condition not reached; status {p.get('status')}")
 
 
+def wait_passes(ctl: Controller, n: int, timeout: float = 30.0) -> None:
+    """Wait until ``ctl`` (running) has completed ``n`` more reconciles, a resync's or an event's: "nothing
+    changes over N passes" counted, not guessed from wall time."""
+    end = time.monotonic() + timeout
+    while ctl.loop is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert ctl.loop is not None, "the controller's loop never started"
+    loop, seen = ctl.loop, ctl.loop.reconciles
+    while loop.reconciles < seen + n:
+        assert time.monotonic() < end, f"{loop.reconciles - seen} of {n} reconcile passes in {timeout}s"
+        time.sleep(0.01)
+
+
 @contextmanager
 def running(ctl: Controller) -> Iterator[Controller]:
     t = threading.Thread(target=ctl.run, daemon=True)

@@ -4,7 +4,8 @@
 controllers, a gang scheduler and a kubelet, all reacting to store changes through one de-duplicated
 work queue and a virtual clock. In-process use: ``advance(seconds)``, ``step()``,
 ``run_until(predicate, timeout_virtual)``. Served over HTTP: ``start_realtime(speed)`` runs the loop
-in a background thread where virtual time = wall time x speed.
+in a background thread where virtual time advances at wall time x speed; ``advance`` from another thread
+then skips virtual time ahead (a test's "nothing happens in N virtual seconds" without N/speed of wall).
 
 Subscribers run under the store lock (possibly on the API server's thread), so ``_on_event`` only
 indexes and enqueues; reconciles run on the loop thread, one object at a time under the store lock.
@@ -508,11 +509,14 @@ class Cluster:
         self._thread = None
 
     def _realtime(self, speed: float) -> None:
-        wall0, v0 = time.monotonic(), self.now()
+        # by the wall time since the last pass, not since the start: an ``advance`` from another thread
+        # (a test skipping virtual time) moves the clock on, and the loop carries on from there
+        wall = time.monotonic()
         while not self._stop.is_set():
-            target = v0 + (time.monotonic() - wall0) * speed
+            now = time.monotonic()
+            step, wall = (now - wall) * speed, now
             try:
-                self.advance(max(0.0, target - self.now()))
+                self.advance(step)
             except Exception as exc:  # keep serving the API; the error is kept for callers to see
                 log.exception("embedded cluster loop failed; virtual time stopped")
                 self.loop_error = exc

@@ -38,7 +38,7 @@ def test_second_template_change_aborts_and_overwrites_nothing(env: Env) -> None:
     t.join(30)
     out = result["out"]
     assert out.result == "aborted" and "someone else" in out.message  # type: ignore[attr-defined]
-    time.sleep(0.3)
+    env.cluster.advance(60)  # a virtual minute at once: nothing of the aborted rollout comes after it
     final = env.kube.get(LWS, NS, "x")
     assert image(final) == "vllm:3" and gate.partition(final) == 0  # their change stands
     assert state.RolloutState.from_object(final).phase == state.ABORTED
@@ -108,8 +108,9 @@ def test_restarted_after_the_rollback_budget_ran_out_still_finishes_it(env: Env)
     st = state.RolloutState.from_object(env.kube.get(LWS, NS, "rb2"))
     assert st.phase == state.ROLLING_BACK
     clock, spent = env.clock(), state.epoch(st.stage_started) + 60 * 2 + 10  # the whole budget, and more
+    env.cluster.advance(max(0.0, spent - env.cluster.now()))  # down that long: skipped at once
     end = time.monotonic() + 60
-    while clock.now() < spent and time.monotonic() < end:  # a cluster-time condition, bounded
+    while clock.now() < spent and time.monotonic() < end:  # the clock the restart reads has seen it
         time.sleep(0.05)
     assert clock.now() >= spent
     assert not gate.lws_fully_rolled(env.kube.get(LWS, NS, "rb2")).passed  # nobody unstuck the group
@@ -133,7 +134,9 @@ def test_hooks_and_clocks_units() -> None:
 def test_ready_groups_below_the_floor_trip_the_guard(env: Env) -> None:
     # A long load keeps the dip far above the grace even when a loaded machine delays the controller.
     base = lws_manifest("fl", replicas=4, load_s=600)
-    env.create_ready(base)
+    env.create(base)
+    env.cluster.advance(600 + 60)  # the first load at once: nothing but the cluster runs yet
+    env.wait(lambda o: gate.lws_fully_rolled(o).passed, name="fl")
 
     def knock_out_an_old_group(name: str) -> None:
         if name == "stage-1-partition":  # group 3 is updating; take group 0 down too: 2 < floor 3

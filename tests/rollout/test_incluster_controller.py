@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines import kubectl_plugin
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest, new_release
+from reliability.skip_clock import SkipClock
 
 
 def _controller(env: Env, **kw: object) -> Controller:
@@ -296,27 +298,48 @@ def test_pipeline_wait_does_not_count_a_manual_gate(env: Env) -> None:
 
     env.create_ready(lws_manifest("h", replicas=2, partition=2))
     env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
-    phases: list[str] = []
+    phases: list[tuple[str, int]] = []  # each line the step logged, with its clock's reads until then
+    step_clock = _Counted(SkipClock(env.cluster, env.sim.speed))  # exact: no interpolation to lag a skip
     with running(_controller(env)):
         wait_policy(env, "ph", lambda s: bool(s.get("stableRevision")))
 
         def person() -> None:
-            wait_policy(env, "ph", lambda s: s.get("phase") == "WaitingForPromotion")
-            clock = env.clock()
-            t0 = clock.now()
-            while clock.now() < t0 + 900:  # the person looks for 15 virtual minutes: past the budget
-                threading.Event().wait(0.05)
+            end = time.monotonic() + 60
+            # the step has seen the gate and read its clock since (held from then on): only now look
+            while not (phases and phases[-1][0].endswith("phase WaitingForPromotion")
+                       and step_clock.reads > phases[-1][1]):
+                assert time.monotonic() < end, phases
+                time.sleep(0.01)
+            env.cluster.advance(900)  # the person looks for 15 virtual minutes (skipped): past the budget
             assert kubectl_plugin.main(["promote", "ph", "-n", NS, "--kubeconfig", str(env.kubeconfig)]) == 0
 
         helper = threading.Thread(target=person, daemon=True)
         helper.start()
         release = new_release(lws_manifest("h", replicas=2, partition=2))
-        data = controller_mode.sync_and_wait(env.kube, env.clock(), [release],
-                                             wait.find_policy(env.kube, NS, "lws", "h"), 600, phases.append)
+        data = controller_mode.sync_and_wait(env.kube, step_clock, [release],
+                                             wait.find_policy(env.kube, NS, "lws", "h"), 600,
+                                             lambda ph: phases.append((ph, step_clock.reads)))
         helper.join(timeout=30)
     assert data["result"] == "succeeded", data
-    assert "WaitingForPromotion" in " ".join(phases)
+    assert "WaitingForPromotion" in " ".join(ph for ph, _ in phases)
     assert env.rec.partitions["h"] == [2, 1, 0, 2]
+
+
+class _Counted:
+    """A clock that counts its reads (``now``)."""
+
+    def __init__(self, clock: SkipClock) -> None:
+        self.clock, self.reads = clock, 0
+
+    def now(self) -> float:
+        self.reads += 1
+        return self.clock.now()
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    def wall(self, seconds: float) -> float:
+        return self.clock.wall(seconds)
 
 
 def test_pipeline_wait_lasts_through_wall_time_checks(env: Env) -> None:

@@ -30,6 +30,7 @@ from lwsflow.controller.policy.model import Webhook
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
+from reliability.skip_clock import SkipClock
 
 WRITES = {"create", "patch", "update", "delete"}
 
@@ -47,8 +48,15 @@ def _replica(env: Env, name: str, lease: str = "fence", **controller: Any) -> Co
     leader = LeaderElector(_kube(env, f"lease/{name}"), NS, lease, name, lease_duration_s=3.0,
                            renew_deadline_s=2.0, retry_period_s=0.5, on_lost=stop.set)
     threading.Thread(target=leader.run, daemon=True).start()
-    return Controller(_kube(env, f"lwsflow-controller/{name}"), env.clock(), namespace=NS, leader=leader,
-                      stop=stop, **controller)
+    return Controller(_kube(env, f"lwsflow-controller/{name}"), SkipClock(env.cluster, env.sim.speed),
+                      namespace=NS, leader=leader, stop=stop, **controller)
+
+
+def _until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"not reached in {timeout}s: {what}"
+        time.sleep(0.02)
 
 
 def _holder(env: Env, lease: str = "fence") -> str:
@@ -61,11 +69,12 @@ def _holder(env: Env, lease: str = "fence") -> str:
 def test_a_deposed_leader_makes_no_write_after_the_standbys_first(env: Env) -> None:
     writes: list[tuple[float, str, str]] = []  # (time, agent, resource) of every write but the Lease's
     hang = threading.Event()
+    let_go = threading.Event()
     lock = threading.Lock()
 
     def hook(req: RequestInfo) -> None:
         if req.user_agent == "lease/a" and hang.is_set():
-            time.sleep(8.0)  # a's renewals hang: past its renew deadline and the lease duration
+            let_go.wait(30)  # a's renewals hang: past its renew deadline and the lease duration, till done
         if req.verb in WRITES and req.resource != "leases":
             with lock:
                 writes.append((time.monotonic(), req.user_agent, req.resource))
@@ -76,29 +85,36 @@ def test_a_deposed_leader_makes_no_write_after_the_standbys_first(env: Env) -> N
         # f1 bakes stage 1 for 20 virtual minutes (6 s here): a's driver is in flight at the takeover
         bake = "20m" if name == "f1" else "1m"
         env.kube.create(ROLLOUT_POLICY, NS, policy(f"p{name}", name, [{"groups": 1, "bake": bake},
-                                                                      {"groups": "100%"}]))
+                                                                      {"groups": "100%"}],
+                                                   progressDeadline="60m"))  # outlasts the skipped bake
     a = _replica(env, "a")
-    with running(a):
-        end = time.monotonic() + 20
-        while _holder(env) != "a" and time.monotonic() < end:
-            time.sleep(0.05)
-        assert _holder(env) == "a"
-        b = _replica(env, "b")
-        with running(b):
-            for name in ("f1", "f2"):
-                wait_policy(env, f"p{name}", lambda s: bool(s.get("stableRevision")))
-            sync(env, "f1", "vllm:2")  # a is rolling f1 when its renewals start to hang
-            wait_policy(env, "pf1", lambda s: s.get("phase") == "Progressing")
-            hang.set()
+    try:
+        with running(a):
             end = time.monotonic() + 20
-            while _holder(env) != "b" and time.monotonic() < end:
+            while _holder(env) != "a" and time.monotonic() < end:
                 time.sleep(0.05)
-            assert _holder(env) == "b", "the standby did not take over"
-            assert a.kube.fenced() is not None  # a knows it cannot prove its lease: every write refused
-            sync(env, "f2", "vllm:2")  # something new to act on: only b may
-            for name in ("f1", "f2"):
-                wait_policy(env, f"p{name}", lambda s: s.get("phase") == "Succeeded", timeout=90)
-            hang.clear()
+            assert _holder(env) == "a"
+            b = _replica(env, "b")
+            with running(b):
+                for name in ("f1", "f2"):
+                    wait_policy(env, f"p{name}", lambda s: bool(s.get("stableRevision")))
+                sync(env, "f1", "vllm:2")  # a is rolling f1 when its renewals start to hang
+                wait_policy(env, "pf1", lambda s: s.get("phase") == "Progressing")
+                hang.set()
+                end = time.monotonic() + 20
+                while _holder(env) != "b" and time.monotonic() < end:
+                    time.sleep(0.05)
+                assert _holder(env) == "b", "the standby did not take over"
+                assert a.kube.fenced() is not None  # a knows it cannot prove its lease: every write refused
+                _until(lambda: f"{NS}/pf1" in b.workers, "b resumed f1's rollout")
+                env.cluster.advance(20 * 60)  # what is left of f1's bake, skipped (both drivers see it)
+                sync(env, "f2", "vllm:2")  # something new to act on: only b may
+                for name in ("f1", "f2"):
+                    wait_policy(env, f"p{name}", lambda s: s.get("phase") == "Succeeded", timeout=90)
+                hang.clear()
+                let_go.set()  # before a stops: its renewal must return for its loop to end
+    finally:
+        let_go.set()
     with lock:
         by_b = [t for t, agent, _ in writes if agent == "lwsflow-controller/b"]
         assert by_b, "the standby never wrote"
@@ -110,13 +126,14 @@ def test_a_deposed_leader_makes_no_write_after_the_standbys_first(env: Env) -> N
 
 
 def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
-    """A reconcile stuck in one request (its status write hangs 3 s) fails /healthz after ``stall_s``;
-    once it returns, /healthz passes again."""
+    """A reconcile stuck in one request (its status write hangs until /healthz has failed, past
+    ``stall_s``) fails /healthz; once it returns, /healthz passes again."""
     stall = threading.Event()
+    unstuck = threading.Event()
 
     def hook(req: RequestInfo) -> None:
         if req.resource == "rolloutpolicies/status" and stall.is_set():
-            time.sleep(3.0)
+            unstuck.wait(30)
 
     env.sim.api.faults.request_hook = hook
     env.create_ready(lws_manifest("h", replicas=2, partition=2))
@@ -133,16 +150,17 @@ def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
             stall.set()
             env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%"}]))
             codes = []
-            end = time.monotonic() + 2.8
-            while time.monotonic() < end:
+            end = time.monotonic() + 20
+            while 500 not in codes and time.monotonic() < end:
                 codes.append(httpx.get(url).status_code)
                 time.sleep(0.1)
             stall.clear()
+            unstuck.set()
             assert 500 in codes, codes
             wait_policy(env, "ph", lambda s: bool(s.get("stableRevision")))
-            time.sleep(0.5)
-            assert httpx.get(url).status_code == 200
+            _until(lambda: httpx.get(url).status_code == 200, "/healthz passes again")
     finally:
+        unstuck.set()
         ep.stop()
 
 

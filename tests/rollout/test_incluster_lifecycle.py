@@ -7,10 +7,12 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from lwsflow.controller.clock import Clock
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.kube.client import Kube
@@ -18,8 +20,11 @@ from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines.dashboard import serve
 from lwsflow.sim.apiserver.faults import RequestInfo
-from reliability.incluster_env import policy, running, sync, wait_policy
+from lwsflow.sim.kubelet import LOAD_SECONDS
+from lwsflow.sim.lws_controller import LWS as LWS_KEY
+from reliability.incluster_env import policy, running, sync, wait_passes, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest, make_env
+from reliability.skip_clock import SkipClock
 
 AGENT = "lwsflow-controller/lifecycle"
 WRITES = {"create", "patch", "update", "delete"}
@@ -43,10 +48,24 @@ class Writes:
             return sum(1 for t, r, n in self.log if r == resource and n == name and t >= since)
 
 
-def _controller(env: Env, **kw: object) -> Controller:
+def _controller(env: Env, clock: Clock | None = None, **kw: object) -> Controller:
     kube = Kube.connect(str(env.kubeconfig))
     kube.api.user_agent = AGENT
-    return Controller(kube, env.clock(), namespace=NS, **kw)  # type: ignore[arg-type]
+    return Controller(kube, clock or env.clock(), namespace=NS, **kw)  # type: ignore[arg-type]
+
+
+def _until(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"not reached in {timeout}s: {what}"
+        time.sleep(0.02)
+
+
+def _skip(env: Env, clock: Clock, seconds: float) -> None:
+    """Skip ``seconds`` of cluster time at once; return once the controller's clock has seen it."""
+    target = env.cluster.now() + seconds
+    env.cluster.advance(seconds)
+    _until(lambda: clock.now() >= target, "the controller's clock caught up with the skip")
 
 
 def test_deleting_a_policy_mid_rollout_stops_it_and_holds_the_target(env: Env) -> None:
@@ -54,34 +73,52 @@ def test_deleting_a_policy_mid_rollout_stops_it_and_holds_the_target(env: Env) -
     annotations untouched), and the policy's metric series goes with it."""
     writes = Writes(env)
     env.create_ready(lws_manifest("d", replicas=4, partition=4))
-    env.kube.create(ROLLOUT_POLICY, NS, policy("pd", "d", [{"groups": 1, "bake": "30m"}, {"groups": "100%"}]))
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pd", "d", [{"groups": 1, "bake": "1m"}, {"groups": "100%"}],
+                                               progressDeadline="60m"))
     metrics = Metrics()
-    with running(_controller(env, metrics=metrics)):
+    clock = env.clock()
+    with running(_controller(env, clock, metrics=metrics)):
         wait_policy(env, "pd", lambda s: bool(s.get("stableRevision")))
-        sync(env, "d", "vllm:2")
+        # the new group loads for 30 virtual minutes (9 s here): stage 1 cannot pass before the deletion
+        sync(env, "d", "vllm:2", **{LOAD_SECONDS: "1800"})
         wait_policy(env, "pd", lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
         assert 'policy="pd"' in metrics.render().decode()
         env.wait(lambda o: gate.partition(o) == 3, name="d")
         env.kube.delete(ROLLOUT_POLICY, NS, "pd")
-        time.sleep(0.5)
+        _until(lambda: 'policy="pd"' not in metrics.render().decode(), "the deleted policy's series gone")
         held = env.kube.get(LWS, NS, "d")
         t0 = time.monotonic()
-        time.sleep(12.0)  # past the 30 virtual minutes' bake (9 s here): a live driver would move on
+        # past the load and the 1m bake at once: a live driver, woken by the group turning Ready, would
+        # move on (partition 0) within the bake's cluster minute, which runs once more after the skip
+        _skip(env, clock, 1800 + 60)
+        end = clock.now() + 120
+        _until(lambda: clock.now() >= end, "two more cluster minutes")
         after = env.kube.get(LWS, NS, "d")
         assert writes.to("leaderworkersets", "d", since=t0) == 0
         assert 'policy="pd"' not in metrics.render().decode()
     assert gate.partition(after) == 3
-    assert after["metadata"]["resourceVersion"] == held["metadata"]["resourceVersion"]
+    assert gate.counters(after)["readyReplicas"] == 4  # the skip did bring the group up: a gate would pass
+    # every version since: only the embedded cluster's status writes (the skip's), the rest as it was held
+    held_rv = int(held["metadata"]["resourceVersion"])
+    since = [r.object for r in env.rec.store.entries(LWS_KEY, "d") if r.rv > held_rv]
+    assert since and all(_but_status(o) == _but_status(held) for o in since)
     st = state.RolloutState.from_object(after)
     assert st.active and st.passed == 0  # held where it was: stage 1 in progress, nothing rolled back
+
+
+def _but_status(obj: dict) -> dict:
+    meta = obj["metadata"]
+    return {"spec": obj["spec"], "generation": meta.get("generation"), "labels": meta.get("labels"),
+            "annotations": meta.get("annotations")}
 
 
 def test_a_spec_edited_mid_rollout_applies_from_the_next_rollout(env: Env) -> None:
     """A gate added while a rollout runs does not hold that rollout (it keeps the spec it started
     with; SpecApplied False says so); the next rollout waits at the new gate."""
     env.create_ready(lws_manifest("e", replicas=4, partition=4))
-    env.kube.create(ROLLOUT_POLICY, NS, policy("pe", "e", [{"groups": 1, "bake": "10m"}, {"groups": "100%"}]))
-    with running(_controller(env)):
+    env.kube.create(ROLLOUT_POLICY, NS, policy("pe", "e", [{"groups": 1, "bake": "10m"}, {"groups": "100%"}],
+                                               progressDeadline="60m"))  # a skipped bake never runs it out
+    with running(_controller(env, SkipClock(env.cluster, env.sim.speed))):
         wait_policy(env, "pe", lambda s: bool(s.get("stableRevision")))
         sync(env, "e", "vllm:2")
         first = wait_policy(env, "pe", lambda s: s.get("phase") == "Progressing")
@@ -93,12 +130,22 @@ def test_a_spec_edited_mid_rollout_applies_from_the_next_rollout(env: Env) -> No
         cond = next(c for c in p["status"]["conditions"] if c["type"] == "SpecApplied")
         assert cond["status"] == "False" and cond["reason"] == "RolloutInProgress"
         assert p["status"]["observedGeneration"] == gen
+        _skip_bake(env, "e", 10 * 60)
         done = wait_policy(env, "pe", lambda s: s.get("phase") == "Succeeded" and not any(  # no gate held it
             c["type"] == "SpecApplied" for c in s.get("conditions") or []), timeout=90)
         assert done["status"]["observedGeneration"] == gen + 1
         sync(env, "e", "vllm:3")
         env.rec.restart("e", "vllm:3")
+        _skip_bake(env, "e", 10 * 60)
         wait_policy(env, "pe", lambda s: s.get("phase") == "WaitingForPromotion", timeout=60)
+
+
+def _skip_bake(env: Env, name: str, bake_s: float) -> None:
+    """Once stage 1's group is Ready on the new template (its gate passes), skip its bake's cluster time.
+    Skipped before the driver saw the gate, the bake only starts later: slower, never wrong."""
+    env.wait(lambda o: gate.counters(o)["updatedNonSurge"] >= 1 and gate.status_current(o)
+             and gate.counters(o)["readyReplicas"] == gate.counters(o)["specReplicas"], name=name)
+    env.cluster.advance(bake_s)
 
 
 def test_a_second_policy_for_an_owned_target_is_told_who_owns_it(env: Env) -> None:
@@ -107,7 +154,7 @@ def test_a_second_policy_for_an_owned_target_is_told_who_owns_it(env: Env) -> No
     writes = Writes(env)
     env.create_ready(lws_manifest("t", replicas=2, partition=2))
     env.kube.create(ROLLOUT_POLICY, NS, policy("owner", "t", [{"groups": 1}, {"groups": "100%"}]))
-    time.sleep(1.1)  # creationTimestamp has second resolution: the owner is strictly older
+    env.cluster.advance(1.0)  # creationTimestamp has second resolution: the owner is strictly older
     env.kube.create(ROLLOUT_POLICY, NS, policy("second", "t", [{"groups": "100%"}]))
     with running(_controller(env)):
         wait_policy(env, "owner", lambda s: bool(s.get("stableRevision")))
@@ -132,12 +179,12 @@ def test_orphaned_and_invalid_policies_write_their_status_once(env: Env) -> None
                         "successCondition": "result >"}]}
     env.kube.create(ROLLOUT_POLICY, NS, policy("invalid", "o", [{"groups": 1}, {"groups": "100%"}],
                                                analysis=bad))
-    with running(_controller(env, resync_s=0.5)):  # even a resync every 0.5 s rewrites nothing
+    with running(ctl := _controller(env, resync_s=0.2)):  # even a resync every 0.2 s rewrites nothing
         wait_policy(env, "orphan", lambda s: "target" in (s.get("message") or ""))
         wait_policy(env, "invalid", lambda s: s.get("phase") == "Failed")
         for image in ("vllm:2", "vllm:3"):  # events on the namespace's LWS meanwhile
             sync(env, "o", image)
-            time.sleep(1.0)
+            wait_passes(ctl, 6)  # the event's reconcile and at least two resyncs of both policies
     assert writes.to("rolloutpolicies/status", "orphan") == 1
     assert writes.to("rolloutpolicies/status", "invalid") == 1
 
@@ -196,12 +243,12 @@ def test_a_surge_that_cannot_fit_is_refused_up_front(tmp_path: Path) -> None:
         writes = Writes(env)
         env.create_ready(lws_manifest("c", replicas=2, size=1, gpus=4, surge=1, unavailable=0, partition=2))
         env.kube.create(ROLLOUT_POLICY, NS, policy("pc", "c", [{"groups": 1}, {"groups": "100%"}]))
-        with running(_controller(env)):
+        with running(ctl := _controller(env, resync_s=0.2)):
             wait_policy(env, "pc", lambda s: bool(s.get("stableRevision")))
             t0 = time.monotonic()
             sync(env, "c", "vllm:2")
             p = wait_policy(env, "pc", lambda s: s.get("phase") == "Failed")
-            time.sleep(1.0)
+            wait_passes(ctl, 3)  # later passes over the refused release write nothing either
             assert writes.to("leaderworkersets", "c", since=t0) == 0
         assert "refused" in p["status"]["message"] and "maxSurge" in p["status"]["message"]
         assert {c["reason"] for c in p["status"]["conditions"] if c["type"] != "TargetFound"} == {"Refused"}

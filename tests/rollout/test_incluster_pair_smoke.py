@@ -5,7 +5,6 @@ ServiceAccount's token bound to overlays/controller's roles, on pods that serve 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,8 +20,11 @@ from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, run_
 from lwsflow.pipelines.cli.controller import _smoke
 from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION
 from reliability.incluster_env import install_rbac, policy, running, sync, wait_policy
+from reliability.ports import ReservedPort
 from reliability.rollout_env import NS, Env
 
+# the stand-in engines' port: from the kernel, held while this test process runs (reliability/ports.py)
+_ENGINE_PORT = ReservedPort()
 __all__ = ["served"]  # the fixture, from rbac_kit
 
 HANDOFF = {"pd-prefill", "pd-decode", "pd-metrics"}
@@ -32,7 +34,7 @@ ENDED = ("Succeeded", "RolledBack", "Failed")
 def _pair(env: Env) -> None:
     """Pair ``c``: 2 prefill and 1 decode groups, each pod's engine serving its role (the role label
     on the pod template, which the stand-in engine reads, as llm-d's would its flags)."""
-    port = random.randint(20_000, 32_000)  # the engines' port (below the ephemeral range)
+    port = _ENGINE_PORT.port
     for role, n in (("prefill", 2), ("decode", 1)):
         doc = serving(f"c-{role}", port, replicas=n, partition=n, labels={L.PD_PAIR: "c", L.ROLE: role})
         doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"] = {L.ROLE: role}

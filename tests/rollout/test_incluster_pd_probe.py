@@ -10,8 +10,6 @@ role moves in one step (``maxSurge = replicas``), capacity checked. llm-d's advi
 from __future__ import annotations
 
 import copy
-import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +26,8 @@ from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.yamlio import load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
-from reliability.incluster_env import OVERLAY, install_rbac, policy, running, sync, wait_policy
+from reliability.incluster_env import OVERLAY, install_rbac, policy, running, sync, wait_passes, wait_policy
+from reliability.ports import ReservedPort
 from reliability.rollout_env import (
     LAYOUTS,
     NEW_LAYOUT,
@@ -42,7 +41,9 @@ from reliability.rollout_env import (
     make_env,
 )
 
-PORT = random.randint(20_000, 32_000)  # below the ephemeral ports (32768+)
+# the stand-in engines' port: from the kernel, held while this test process runs (reliability/ports.py)
+_ENGINE_PORT = ReservedPort()
+PORT = _ENGINE_PORT.port
 REPLICAS = {"prefill": 2, "decode": 1}
 
 
@@ -113,7 +114,7 @@ def test_incompatible_sync_is_refused_held_then_a_compatible_one_rolls(env: Env,
     api = ApiServer(env.cluster.store, token=TOKEN, clock=env.cluster.now, speed=SPEED)
     api.start()
     kube = Kube.connect(str(api.write_kubeconfig(tmp_path / "controller.kubeconfig")))
-    ctl = Controller(kube, session.clock_for(kube), namespace=NS, pd_probe=pd_probe(kube))
+    ctl = Controller(kube, session.clock_for(kube), namespace=NS, pd_probe=pd_probe(kube), resync_s=0.1)
     try:
         with running(ctl):
             wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
@@ -129,7 +130,7 @@ def test_incompatible_sync_is_refused_held_then_a_compatible_one_rolls(env: Env,
             assert "NIXL compatibility hash mismatch" in rec["message"]  # vLLM's own words
             ready = next(c for c in st["conditions"] if c["type"] == "Ready")
             assert (ready["status"], ready["reason"]) == ("False", "PDProbeRefused")
-            time.sleep(3)  # six resync passes: the held template is neither probed nor rolled again
+            wait_passes(ctl, 6)  # six resync passes: the held template is neither probed nor rolled again
             again = env.kube.get(ROLLOUT_POLICY, NS, "pp")["status"]
             assert again["pdProbe"] == rec and again["phase"] == "Failed"
             refusals = [e for e in _events(env) if e["reason"] == "PDProbeRefused"]

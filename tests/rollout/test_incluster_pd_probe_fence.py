@@ -54,12 +54,13 @@ def test_a_leader_deposed_mid_probe_makes_no_write_after_the_standbys_first(env:
     writes: list[tuple[float, str, str, str]] = []  # (time, agent, verb, resource), Leases apart
     lock = threading.Lock()
     hang = threading.Event()  # a's Lease requests hang: past its renew deadline and the lease duration
+    let_go = threading.Event()  # ...until the test is done with the takeover
     probing = threading.Event()  # a has created a canary
     release = threading.Event()  # a's probe may see its canaries
 
     def hook(req: RequestInfo) -> None:
         if req.user_agent == "lease/a" and hang.is_set():
-            time.sleep(8.0)
+            let_go.wait(30)
         if req.user_agent == "lwsflow-controller/a" and req.resource == "pods" and probing.is_set():
             release.wait(30)  # a's probe waits for its canaries here (listing their pods)
         if req.verb in WRITES and req.resource != "leases":
@@ -73,30 +74,34 @@ def test_a_leader_deposed_mid_probe_makes_no_write_after_the_standbys_first(env:
     _pair(env)
     _policy(env)
     a = _replica(env, "a")
-    with running(a):
-        _wait(lambda: _holder(env) == "a", 20, "a leads")
-        b = _replica(env, "b")
-        with running(b):
-            wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
-            _sync_pair(env, SAME_LAYOUT)
-            assert probing.wait(30), "a never created its canaries"
-            hang.set()
-            _wait(lambda: _holder(env) == "b", 20, "the standby took over")
-            _wait(lambda: any(agent == "lwsflow-controller/b" for _t, agent, _v, _r in list(writes)), 20,
-                   "b wrote")
-            release.set()  # a's probe goes on: its canaries, the hand-offs, then their removal
-            worker = a.workers.get(f"{NS}/pp")
-            assert worker is not None, "a's rollout never started"
-            worker.thread.join(60)
-            assert not worker.thread.is_alive(), "a's probe did not end"
-            with lock:
-                by_b = [t for t, agent, _v, _r in writes if agent == "lwsflow-controller/b"]
-                late_a = [(round(t - by_b[0], 3), verb, res) for t, agent, verb, res in writes
-                          if agent == "lwsflow-controller/a" and t >= by_b[0]]
-                early_a = [res for t, agent, _v, res in writes
-                           if agent == "lwsflow-controller/a" and t < by_b[0]]
-            assert "leaderworkersets" in early_a, "a never wrote its canaries: it was not probing"
-            assert late_a == [], f"the deposed leader wrote after the standby's first write: {late_a}"
-            p = wait_policy(env, "pp", lambda s: s.get("phase") == "Succeeded", timeout=120)
-            hang.clear()
+    try:
+        with running(a):
+            _wait(lambda: _holder(env) == "a", 20, "a leads")
+            b = _replica(env, "b")
+            with running(b):
+                wait_policy(env, "pp", lambda s: bool(s.get("stableRevision")))
+                _sync_pair(env, SAME_LAYOUT)
+                assert probing.wait(30), "a never created its canaries"
+                hang.set()
+                _wait(lambda: _holder(env) == "b", 20, "the standby took over")
+                _wait(lambda: any(agent == "lwsflow-controller/b" for _t, agent, _v, _r in list(writes)), 20,
+                       "b wrote")
+                release.set()  # a's probe goes on: its canaries, the hand-offs, then their removal
+                worker = a.workers.get(f"{NS}/pp")
+                assert worker is not None, "a's rollout never started"
+                worker.thread.join(60)
+                assert not worker.thread.is_alive(), "a's probe did not end"
+                with lock:
+                    by_b = [t for t, agent, _v, _r in writes if agent == "lwsflow-controller/b"]
+                    late_a = [(round(t - by_b[0], 3), verb, res) for t, agent, verb, res in writes
+                              if agent == "lwsflow-controller/a" and t >= by_b[0]]
+                    early_a = [res for t, agent, _v, res in writes
+                               if agent == "lwsflow-controller/a" and t < by_b[0]]
+                assert "leaderworkersets" in early_a, "a never wrote its canaries: it was not probing"
+                assert late_a == [], f"the deposed leader wrote after the standby's first write: {late_a}"
+                p = wait_policy(env, "pp", lambda s: s.get("phase") == "Succeeded", timeout=120)
+                hang.clear()
+                let_go.set()  # before a stops: its renewal must return for its loop to end
+    finally:
+        let_go.set()
     assert p["status"]["pdProbe"]["verdict"] == "Compatible"

@@ -9,8 +9,9 @@ from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
 from lwsflow.pipelines import kubectl_plugin
-from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.incluster_env import policy, running, sync, wait_passes, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
+from reliability.skip_clock import SkipClock
 
 
 def k(env: Env, *args: str) -> int:
@@ -20,8 +21,9 @@ def k(env: Env, *args: str) -> int:
 def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     env.create_ready(lws_manifest("m", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": 1, "bake": "5m"}, {"groups": "50%"},
-                                                         {"groups": "100%", "pause": {}}]))
-    ctl = Controller(env.kube, env.clock(), namespace=NS)
+                                                         {"groups": "100%", "pause": {}}],
+                                               progressDeadline="60m"))  # outlasts the skips below
+    ctl = Controller(env.kube, SkipClock(env.cluster, env.sim.speed), namespace=NS, resync_s=0.2)
     with running(ctl):
         wait_policy(env, "p", lambda s: bool(s.get("stableRevision")))
         assert k(env, "retry", "p") == 2  # nothing failed yet: bad input
@@ -29,11 +31,11 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
         wait_policy(env, "p", lambda s: s.get("phase") == "Progressing" and s.get("currentStage") == 1)
         assert k(env, "pause", "p") == 0
         wait_policy(env, "p", lambda s: s.get("phase") == "Paused")
-        part = gate.partition(env.kube.get(LWS, NS, "m"))
-        clock = env.clock()
-        t0 = clock.now()
-        while clock.now() < t0 + 600:  # paused through what would have been the bake: no stage starts
-            assert gate.partition(env.kube.get(LWS, NS, "m")) == part
+        part, held = gate.partition(env.kube.get(LWS, NS, "m")), env.rec.partitions["m"]
+        for _ in ("gate", "bake"):  # paused through what would have been stage 1's gate, then its bake
+            env.cluster.advance(600)  # (each skipped at once), and the controller's next passes after
+            wait_passes(ctl, 3)  # each: no stage starts
+        assert env.rec.partitions["m"] == held and gate.partition(env.kube.get(LWS, NS, "m")) == part
         assert k(env, "resume", "p") == 0
         wait_policy(env, "p", lambda s: s.get("phase") == "WaitingForPromotion")
         capsys.readouterr()
@@ -50,7 +52,8 @@ def test_pause_resume_abort_retry(env: Env, capsys: pytest.CaptureFixture[str]) 
         failed = p["status"]["rolloutId"]
         # the bad template comes back with the next sync (Argo CD self-heal): not retried on its own
         sync(env, "m", "vllm:2")
-        clock.sleep(120)
+        env.cluster.advance(120)
+        wait_passes(ctl, 3)
         assert state.RolloutState.from_object(env.kube.get(LWS, NS, "m")).id == failed
         assert k(env, "retry", "p") == 0
         wait_policy(env, "p", lambda s: s.get("phase") == "Progressing" and s.get("rolloutId") != failed)

@@ -10,7 +10,6 @@ roles are derived by tests/rollout/test_incluster_pd_probe.py and test_bluegreen
 from __future__ import annotations
 
 import base64
-import random
 import threading
 from pathlib import Path
 
@@ -29,8 +28,11 @@ from lwsflow.pipelines.cli.controller import _analysis, _smoke
 from lwsflow.sim.apiserver import ApiServer
 from reliability.http_sink import Sink
 from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.ports import ReservedPort
 from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, new_release
 
+# the stand-in engines' port: from the kernel, held while this test process runs (reliability/ports.py)
+_ENGINE_PORT = ReservedPort()
 __all__ = ["served"]  # the fixture, from rbac_kit
 
 OVERLAY = repo_root() / "overlays" / "controller"
@@ -61,7 +63,7 @@ def test_controller_rbac_matches_what_it_uses(served: Env, tmp_path: Path) -> No
     # StatefulSet leave a pod of the bad revision stuck, so the controller's forced recreate (pods
     # delete) is used
     env.cluster.config.max_unavailable_statefulset = True
-    port = random.randint(20_000, 32_000)  # the engines' port (below the ephemeral range)
+    port = _ENGINE_PORT.port
     env.create_ready(serving("ok", port, replicas=2, partition=2))
     service_for(env, "ok", port)
     env.create_ready(serving("bad", port, replicas=2, partition=2))

@@ -9,7 +9,6 @@ import base64
 import contextlib
 import io
 import os
-import random
 import subprocess
 import sys
 import time
@@ -27,8 +26,11 @@ from lwsflow.pipelines.dashboard.cache import Cache
 from lwsflow.pipelines.dashboard.pages import Renderer
 from reliability.http_sink import Sink
 from reliability.incluster_env import SYSTEM_NS, install_rbac, policy, sync, wait_policy
+from reliability.ports import ReservedPort
 from reliability.rollout_env import NS, Env, lws_manifest
 
+# the stand-in engines' port: from the kernel, held while this test process runs (reliability/ports.py)
+_ENGINE_PORT = ReservedPort()
 __all__ = ["served"]  # the fixture, from rbac_kit
 
 
@@ -138,7 +140,7 @@ def test_every_check_and_hook_with_only_the_shipped_roles(served: Env, tmp_path:
     and, in the policy's namespace, overlays/controller/notifications' Role (what docs/controller.md
     tells an operator to apply): Succeeded, no 403 anywhere, the webhook's URL read from its Secret."""
     env = served
-    port = random.randint(20_000, 32_000)
+    port = _ENGINE_PORT.port
     env.create_ready(serving("m", port, replicas=2, partition=2))
     service_for(env, "m", port)
     sink = Sink()
@@ -173,7 +175,7 @@ def test_a_check_refused_by_rbac_fails_with_the_api_servers_words(served: Env, t
     the check's name: status.message, the Warning Events on the policy, the controller's log and
     `kubectl lwsflow status`."""
     env = served
-    port = random.randint(20_000, 32_000)
+    port = _ENGINE_PORT.port
     env.create_ready(serving("m", port, replicas=2, partition=2))
     env.kube.create(ROLLOUT_POLICY, NS, policy("m", "m", [{"groups": 1, "checks": [{"smoke": {}}]},
                                                           {"groups": "100%"}]))

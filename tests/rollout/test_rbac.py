@@ -5,7 +5,6 @@ forced group recreate), a P/D pair and a DS, and blue-green of a pair and of a D
 from __future__ import annotations
 
 import contextlib
-import random
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,11 @@ from lwsflow.controller.rollout import session
 from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.sim.apiserver import ApiServer
+from reliability.ports import ReservedPort
 from reliability.rollout_env import NS, SPEED, TOKEN, Env, ds_manifest, lws_manifest, new_release
 
+# the stand-in engines' port: from the kernel, held while this test process runs (reliability/ports.py)
+_ENGINE_PORT = ReservedPort()
 __all__ = ["served"]  # the fixture (pods with stand-in engines, for --smoke), from rbac_kit
 
 RBAC = repo_root() / "overlays" / "rbac"
@@ -51,7 +53,7 @@ def test_rbac_matches_what_the_controller_uses(served: Env, tmp_path: Path,
     # 10 minutes of cluster time (3 s wall at 200x) per stage: the bad release, and then its rollback (a
     # forced group recreate), each get that long, so a loaded machine does not run the rollback out of time
     opts = RolloutOptions(stages="1,100%", deadline_s=600)
-    port = random.randint(20_000, 32_000)  # the stand-in engines' port (below the ephemeral range, 32768+)
+    port = _ENGINE_PORT.port
     good = serving("ok", port, replicas=2)
     env.create_ready(good)
     service_for(env, "ok", port)
@@ -255,7 +257,7 @@ def test_smoke_rollout_with_only_the_service_account(served: Env, tmp_path: Path
     from lwsflow.pipelines.cli import main
 
     env = served
-    port = random.randint(20_000, 32_000)
+    port = _ENGINE_PORT.port
     base = serving("m", port, replicas=2)
     env.create_ready(base)
     service_for(env, "m", port)
