@@ -8,10 +8,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lwsflow.controller.errors import TooManyRequests
+from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.errors import Conflict, TooManyRequests
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS
 from lwsflow.controller.rollout import state
@@ -77,6 +79,20 @@ def test_a_wait_the_server_asks_for_is_taken_in_full_within_the_deadline(tmp_pat
         assert sleeps == []
 
 
+class ConflictCounting(Kube):
+    """A client that counts the 409s its patches met (each is re-read after a short back-off), its
+    views included: they are shallow copies sharing the list."""
+
+    conflicts: list[str]
+
+    def merge_patch(self, *args: Any, **kwargs: Any) -> Obj:
+        try:
+            return super().merge_patch(*args, **kwargs)
+        except Conflict:
+            self.conflicts.append("409")
+            raise
+
+
 def _throttle_while_running(env: FaultEnv, name: str) -> Throttle:
     """429 twice for every GET of ``name`` while its rollout is inside a stage (phase Running)."""
     def running(req: RequestInfo) -> bool:
@@ -98,13 +114,17 @@ def test_a_rollout_waits_for_retry_after_until_its_stage_deadline(tmp_path: Path
         base = env.create_ready(lws_manifest("r"))
         faults.request_hook = throttle = _throttle_while_running(env, "r")
         sleeps: list[float] = []
-        kube = Kube(env.kube.api, sleep=sleeps.append)  # the waits are recorded, not taken
+        kube = ConflictCounting(env.kube.api, sleep=sleeps.append)  # the waits are recorded, not taken
+        kube.conflicts = []
         roll = LwsRollout(kube, NS, "r", RolloutOptions(stages="1,100%", deadline_s=deadline_s),
                           clock_for(kube), manifest=release(base))
         if succeeds:
             out = roll.run()
             assert out.result == "succeeded", out.message
-            assert throttle.injected >= 4 and sleeps == [AFTER] * throttle.injected
+            # every 429 waited out in full; the only other waits are the re-reads after a 409 (the
+            # embedded LWS controller wrote the status between the rollout's read and its patch)
+            assert throttle.injected >= 4 and [s for s in sleeps if s >= 1.0] == [AFTER] * throttle.injected
+            assert len([s for s in sleeps if s < 1.0]) == len(kube.conflicts)
         else:
             with pytest.raises(TooManyRequests, match=r"retry after 45s; \d+s left before the deadline"):
                 roll.run()
