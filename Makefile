@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` (set up, then the full pipeline on the embedded
 # cluster; `make demo KEEP=1` keeps the cluster, the controller and the dashboard up until Ctrl-C) and
-# `make test` (set up, then lint, type check, drift checks and the whole test suite).
+# `make test` (set up, then lint, then the type check beside the whole test suite: scripts/test).
 # `make conformance` builds the reference cluster from Go modules when missing (minutes, once per
 # machine: the binaries are cached outside the repository), then compares it with the embedded one.
 .PHONY: setup demo test lint bench conformance refcluster
@@ -16,9 +16,7 @@ lint: setup
 	scripts/typecheck
 
 test: setup
-	.venv/bin/ruff check .
-	scripts/typecheck
-	.venv/bin/python -m pytest -n 2 -q
+	@scripts/test
 
 bench: setup
 	.venv/bin/python bench/run_all.py

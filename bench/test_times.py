@@ -1,7 +1,8 @@
 """Where the test suite's time goes: wall and CPU seconds per test folder and the slowest tests.
 
-Runs pytest (by default what ``make test`` runs: ``pytest -n 2 -q`` over ``tests/``) with this file
+Runs pytest (by default what ``make test`` runs: ``pytest -n 4 -q`` over ``tests/``) with this file
 loaded as a plugin, then prints the run's total wall and CPU seconds, the CPU utilisation, a table per
+test level (unit, integration, e2e: the folder ``tests/<area>/<level>/`` names it), a table per area
 folder (``tests/api``, ...: tests, wall, CPU) and the ``--top`` (default 20) slowest tests.
 
 What is counted, per test (pytest-xdist runs each worker as its own process):
@@ -140,6 +141,27 @@ def per_folder(records: Iterable[Record], depth: int = 2) -> list[Row]:
     return sorted(rows, key=lambda row: (-row.wall, row.folder))
 
 
+LEVELS = ("unit", "integration", "e2e", "conformance")
+
+
+def level_of(nodeid: str) -> str:
+    """The test's level, as its folder names it (``tests/<area>/<level>/``, ``tests/conformance``)."""
+    parts = nodeid.split("::", 1)[0].split("/")[:-1]
+    return next((p for p in reversed(parts) if p in LEVELS), "other")
+
+
+def per_level(records: Iterable[Record]) -> list[Row]:
+    """One row per level, in the order unit, integration, e2e, conformance."""
+    acc: dict[str, list[float]] = {}
+    for r in records:
+        a = acc.setdefault(level_of(r.nodeid), [0, 0.0, 0.0])
+        a[0] += 1
+        a[1] += r.wall
+        a[2] += r.cpu
+    order = {lv: i for i, lv in enumerate((*LEVELS, "other"))}
+    return [Row(lv, int(n), w, c) for lv, (n, w, c) in sorted(acc.items(), key=lambda kv: order[kv[0]])]
+
+
 def slowest(records: Iterable[Record], n: int = 20) -> list[Record]:
     return sorted(records, key=lambda r: (-r.wall, r.nodeid))[:n]
 
@@ -168,6 +190,8 @@ def render(run: dict[str, Any], top: int = 20, markdown: bool = False) -> str:
         f" utilisation {_pct(cpu, wall)} of one core",
         f"per-test sums: wall {sum_wall:,.1f} s, CPU {sum_cpu:,.1f} s ({_pct(sum_cpu, sum_wall)} of wall)",
     ]
+    levels = [(r.folder, f"{r.tests:,}", f"{r.wall:,.1f}", f"{r.cpu:,.1f}", _pct(r.cpu, r.wall))
+              for r in per_level(records)]
     folders = [(r.folder, f"{r.tests:,}", f"{r.wall:,.1f}", f"{r.cpu:,.1f}", _pct(r.cpu, r.wall))
                for r in rows]
     folders.append(("total", f"{len(records):,}", f"{sum_wall:,.1f}", f"{sum_cpu:,.1f}",
@@ -177,6 +201,7 @@ def render(run: dict[str, Any], top: int = 20, markdown: bool = False) -> str:
     table = _markdown if markdown else _plain
     return "\n".join([
         *head, "",
+        table(("Level", "Tests", "Wall (s)", "CPU (s)", "CPU / wall"), levels), "",
         table(("Folder", "Tests", "Wall (s)", "CPU (s)", "CPU / wall"), folders), "",
         f"The {len(tests)} slowest tests (wall):", "",
         table(("Test", "Wall (s)", "CPU (s)", "CPU / wall"), tests),
@@ -242,8 +267,9 @@ def main(argv: Sequence[str]) -> int:
                                  epilog="Arguments after -- go to pytest as they are.")
     ap.add_argument("--paths", nargs="+", default=["tests"], metavar="PATH",
                     help="what pytest runs (default: tests, as make test)")
-    ap.add_argument("-n", "--workers", type=int, default=2,
-                    help="pytest-xdist workers (default 2, as make test; 0: none)")
+    # scripts/test's default (LWSFLOW_TEST_WORKERS, else 4), so the run is make test's
+    ap.add_argument("-n", "--workers", type=int, default=int(os.environ.get("LWSFLOW_TEST_WORKERS", "4")),
+                    help="pytest-xdist workers (default: as make test, LWSFLOW_TEST_WORKERS or 4; 0: none)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
                     help=f"where the run is saved (default {DEFAULT_OUT.relative_to(ROOT)})")
     ap.add_argument("--from", dest="source", type=Path, metavar="FILE",

@@ -216,8 +216,8 @@ _Dumper.add_representer(str, _str_presenter)
 # libyaml's emitter (about ten times faster) writes the same bytes as the pure-Python one only on a
 # subset of documents; outside it they differ (non-ASCII text, keys of 120+ characters or empty ones,
 # keep-chomped block scalars, a bare scalar document). ``dump_yaml`` uses it on that subset alone,
-# which ``_emits_alike`` recognises; tests/gitops/test_overlays_speed.py compares both on generated
-# documents and on every rendered tree.
+# which ``_emits_alike`` recognises; tests/gitops/integration/test_overlays_speed.py compares both on
+# generated documents and on every rendered tree.
 _CDumper: Any = None
 if yaml.__with_libyaml__:
 
@@ -270,7 +270,7 @@ def _dump(doc: Any, dumper: Any) -> str:
 # above, a block-style document is a fixed layout of scalar tokens, and a scalar's token depends only on
 # its text (plain, quoted or a literal block whose lines follow the indentation). So the layout is
 # written here and each distinct scalar's token is asked once of libyaml (cached). Anything else raises
-# _Unalike and takes the reference path; tests/gitops/test_overlays_speed.py compares the two.
+# _Unalike and takes the reference path; tests/gitops/integration/test_overlays_speed.py compares the two.
 
 
 class _Unalike(Exception):

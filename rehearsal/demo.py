@@ -71,7 +71,8 @@ SLOWER = ImageProfile(ttft_s=round(GOOD_TTFT_S * SLOWER_FACTOR, 4))
 GATEWAY = "inference-gateway"  # the Gateway the demo's llm-d HTTPRoutes attach to
 LOAD_RATE = 5.0  # analysis traffic through the router, requests per second (TTFTs are fixed: few suffice)
 # The analysis's timescale in wall seconds (Prometheus's clock): the window each p95 is taken over. The
-# demo's tests shorten it (tests/pipelines/test_demo.py); `lwsflow demo` keeps 5 s, which a person can follow.
+# demo's tests shorten it (tests/pipelines/e2e/test_demo.py); `lwsflow demo` keeps 5 s, which a person
+# can follow.
 ANALYSIS_WINDOW_S = 5.0
 
 

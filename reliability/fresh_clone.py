@@ -2,7 +2,7 @@
 
 ``git clone`` of the current HEAD (uncommitted work is not in it) into ``<parent>/lwsflow``, where
 ``<parent>`` is a new temporary folder: nothing can sit beside the clone (no ``../shared``). Used by
-``tests/test_clone_anywhere.py``, the conformance tier's clone check and ``bench/fresh_clone.py``.
+``tests/repo/e2e/test_clone_anywhere.py``, the conformance tier's clone check and ``bench/fresh_clone.py``.
 
 ``seed_venv`` is the tests' shortcut for the one slow step of ``scripts/setup`` (``pip install`` of
 ~150 pinned wheels, minutes on two cores): the clone's ``.venv`` gets the project venv's

@@ -15,7 +15,7 @@ who sent it before the write is served). Each check counts itself; a broken one 
 * ``manual-gate``: the partition never leaves a manual gate's stage without the promote mark for
   that rollout and stage (on the object that carries the marks: a pair's decode LWS);
 * ``no-deposed-write``: no controller replica writes once another holder of the Lease has written
-  (the fencing test's rule, ``tests/rollout/test_incluster_fencing.py``);
+  (the fencing test's rule, ``tests/rollout/integration/test_incluster_fencing.py``);
 * ``rollout-outcome``: every rollout a policy's history records ends Succeeded, RolledBack, Paused or
   Aborted, with a message unless it succeeded;
 * ``policy-outcome`` (at the end, by the engine): no policy left mid-rollout.

@@ -1,12 +1,11 @@
 """Build lwsflow's wheel from a source folder and install it alone into a fresh venv, offline.
 
-Shared by tests/test_wheel_install.py (the wheel users install) and tests/test_image_content.py (what
-the controller image installs). The wheel is built with the project venv's setuptools
-(``--no-build-isolation``, ``--no-index``); the fresh venv gets only the wheel, and a ``.pth`` line
-lends it the project venv's site-packages for the dependencies. A ``.pth`` line adds a folder to
-``sys.path`` without running the ``.pth`` files in it, so the project's editable-install finder stays
-out and only the wheel's code can be imported.
-"""
+Shared by tests/repo/e2e/test_wheel_install.py (the wheel users install) and
+tests/repo/e2e/test_image_content.py (what the controller image installs). The wheel is built with
+the project venv's setuptools (``--no-build-isolation``, ``--no-index``); the fresh venv gets only
+the wheel, and a ``.pth`` line lends it the project venv's site-packages for the dependencies. A
+``.pth`` line adds a folder to ``sys.path`` without running the ``.pth`` files in it, so the
+project's editable-install finder stays out and only the wheel's code can be imported. """
 
 from __future__ import annotations
 

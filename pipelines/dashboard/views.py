@@ -18,7 +18,7 @@ from lwsflow.controller.api.wire import Obj
 from lwsflow.pipelines.dashboard.cache import Cache
 
 # overview order: what needs a person first (failed, then paused or held at a gate), then the rest
-# (every phase ranked: tests/dashboard/test_phases.py holds it to the CRD's enum)
+# (every phase ranked: tests/dashboard/unit/test_phases.py holds it to the CRD's enum)
 _RANK: dict[str, int] = {
     PolicyPhase.FAILED: 0, PolicyPhase.ROLLED_BACK: 1, PolicyPhase.ABORTED: 2, PolicyPhase.PAUSED: 3,
     PolicyPhase.WAITING_FOR_PROMOTION: 4, PolicyPhase.PROGRESSING: 5, PolicyPhase.IDLE: 9,

@@ -2,7 +2,7 @@
 
 ``lwsflow.pipelines.cli`` imports it lazily; where it is absent (the controller image) the CLI puts a
 one-line "needs the full install" in place of each name in ``REHEARSAL_COMMANDS`` there, which
-tests/pipelines/test_rehearsal_cli.py keeps equal to what this package registers.
+tests/pipelines/integration/test_rehearsal_cli.py keeps equal to what this package registers.
 """
 
 from __future__ import annotations

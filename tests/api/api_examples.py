@@ -3,7 +3,7 @@ and ``docs/examples``, from the upstream cache), for parametrizing the API tests
 
 These need v0.9.0 only. The v0.10 documentation's examples (a DisaggregatedSet with ``slices``, the
 HPA on a DisaggregatedSetRoleScaler) are in no module the Go proxy serves, so they are not used; the
-v0.10-only fields are covered by the suite's own manifests (tests/api/test_api_validation.py's
+v0.10-only fields are covered by the suite's own manifests (tests/api/unit/test_api_validation.py's
 ``slices``, ``scaling`` and ``placementPolicy`` cases)."""
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_examples import DS_SAMPLE, LWS_SAMPLE, example
+
+from tests.api.api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_helpers import KUBECTL, TOKEN
 
 from lwsflow.sim.apiserver import ApiFaults, ApiServer
 from lwsflow.sim.store import Store
+from tests.apiserver.apiserver_helpers import KUBECTL, TOKEN
 
 
 class Clock:

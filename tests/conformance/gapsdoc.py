@@ -1,7 +1,7 @@
 """The section of docs/embedded-cluster.md that lists the embedded cluster's measured differences,
 generated from the conformance tier's two lists (allowlist.yaml and differential.yaml: every entry
 of kind ``embedded-gap``, with its effect on users), so that the doc and the lists cannot drift
-(tests/docs/test_embedded_gaps_doc.py checks the section is what this prints).
+(tests/docs/unit/test_embedded_gaps_doc.py checks the section is what this prints).
 
 Run: ``.venv/bin/python tests/conformance/gapsdoc.py [--write]`` (prints the section, or writes it
 into the doc between its markers).

@@ -1,7 +1,7 @@
 """Check 5: what the real API server (CRD schema, CEL rules) and the upstream LWS webhooks admit.
 
 The example catalog's rendered overlays pass ``kubectl apply --dry-run=server`` on the reference
-cluster, and every held-invalid manifest of the suite (tests/api/test_api_validation.py) is refused
+cluster, and every held-invalid manifest of the suite (tests/api/unit/test_api_validation.py) is refused
 there naming the same field that ``lwsflow validate`` names. Differences live in allowlist.yaml.
 """
 

@@ -2,7 +2,7 @@
 empty folder and whose upstream cache is empty (only the built binaries are lent: building them takes
 ~25 minutes), ``scripts/setup`` fetches the pinned modules and ``lwsflow refcluster up`` installs the
 LWS CRDs from them, starts, and ``down`` stops it. The rest of the clone check is in ``make test``
-(tests/test_clone_anywhere.py)."""
+(tests/repo/e2e/test_clone_anywhere.py)."""
 
 from __future__ import annotations
 

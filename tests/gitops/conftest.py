@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gitops_helpers import CATALOG, clone, git, identity, stand_in_render
 
 from lwsflow.components.catalog import Catalog, parse_catalog
 from lwsflow.components.overlays import render_to
+from tests.gitops.gitops_helpers import CATALOG, clone, git, identity, stand_in_render
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from render_helpers import EXAMPLE_CATALOG
 
 from lwsflow.components.catalog import Catalog, load_catalog
+from tests.render.render_helpers import EXAMPLE_CATALOG
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,9 @@ import random
 from collections.abc import Iterator
 
 import pytest
-from router_helpers import Pods
 
 from lwsflow.sim.store import Store
+from tests.router.router_helpers import Pods
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from sim_helpers import small_config
 
 from lwsflow.sim.cluster import Cluster
+from tests.sim.sim_helpers import small_config
 
 
 @pytest.fixture

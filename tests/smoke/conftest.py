@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from smoke_helpers import MODEL
 
 from lwsflow.sim.engine import EngineHandle, start_engine
+from tests.smoke.smoke_helpers import MODEL
 
 
 @pytest.fixture
