@@ -76,7 +76,7 @@ RATE = 10.0  # requests per second per revision
 # counts accumulate from one window before the analysis ({{elapsed}}). failureLimit 1 needs two failed
 # measurements, the second one interval after the evidence first suffices: 13 measurements (~300
 # requests per revision at the last) let ~3.5% of 5% faults through (errors seed 47), 19 (~420) ~0.2%
-# (tests/analysis/test_stats.py::test_error_analysis_power_by_length)
+# (tests/analysis/unit/test_stats.py::test_error_analysis_power_by_length)
 WINDOW_S, INTERVAL_S, COUNT = 10, 2, 19
 MODEL = "m"
 _PREFILL = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,

@@ -7,7 +7,7 @@ Two tests, each one-sided with a stated false-positive rate ``alpha`` per measur
   continuity correction of half an event per revision, which keeps the false-positive rate at or
   below alpha at small counts and at the tolerance's boundary with rare events, where the count's
   skew made a quarter event reject 1.2-1.5% at alpha 1% (the pass test keeps a quarter):
-  ``tests/analysis/test_sequential.py``) rejects "its ratio is at most the stable's plus
+  ``tests/analysis/unit/test_sequential.py``) rejects "its ratio is at most the stable's plus
   ``tolerance`` points".
 * **Latency quantiles from histograms**, ``compare.mode: histogram``: Prometheus histograms only
   know bucket counts, and an interpolated quantile jumps across a bucket when it sits near a
@@ -32,7 +32,7 @@ Two tests, each one-sided with a stated false-positive rate ``alpha`` per measur
   p-value is multiplied by their number (Bonferroni). Near the median a millisecond of CPU wait or
   interpolation error moves a fifth of the requests across a boundary (ITL: median 10 ms, p75 11.5 ms:
   ``b`` is never 0.01 s); further out, the lower boundaries carry most of a slower release's excess
-  when CPU stalls have lifted the stable's quantile (``tests/analysis/test_stats.py``).
+  when CPU stalls have lifted the stable's quantile (``tests/analysis/unit/test_stats.py``).
 * **Sample size**: a per-token histogram (ITL) counts every token of a request, and a request's
   tokens share its latency, so they are not independent samples: ``Buckets.requests`` (the requests
   the observations come from) scales the counts down to requests (a design effect of

@@ -7,7 +7,7 @@ items, enum, pattern, lengths, bounds, counts, anyOf, the int32/int64 formats) i
 that answer "certainly valid?" about ten times faster. Anything it is unsure of - a keyword outside that
 subset, another format, a float where an integer is due, a subclass of dict or list - answers False, and
 the caller asks ``jsonschema`` for the errors, so messages and paths never depend on this module.
-tests/api/test_schema_fast.py checks it never says True where ``jsonschema`` reports an error.
+tests/api/unit/test_schema_fast.py checks it never says True where ``jsonschema`` reports an error.
 """
 
 from __future__ import annotations
