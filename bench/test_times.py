@@ -1,9 +1,10 @@
 """Where the test suite's time goes: wall and CPU seconds per test folder and the slowest tests.
 
-Runs pytest (by default what ``make test`` runs: ``pytest -n 4 -q`` over ``tests/``) with this file
-loaded as a plugin, then prints the run's total wall and CPU seconds, the CPU utilisation, a table per
-test level (unit, integration, e2e: the folder ``tests/<area>/<level>/`` names it), a table per area
-folder (``tests/api``, ...: tests, wall, CPU) and the ``--top`` (default 20) slowest tests.
+Runs pytest (by default what ``make test`` runs: ``pytest -n 4 --dist worksteal -q`` over ``tests/``)
+with this file loaded as a plugin, then prints the run's total wall and CPU seconds, the CPU
+utilisation, a table per test level (unit, integration, e2e: the folder ``tests/<area>/<level>/`` names
+it), a table per area folder (``tests/api``, ...: tests, wall, CPU) and the ``--top`` (default 20)
+slowest tests.
 
 What is counted, per test (pytest-xdist runs each worker as its own process):
 
@@ -235,7 +236,8 @@ def run_pytest(paths: Sequence[str], workers: int, extra: Sequence[str], scratch
     scratch.mkdir(parents=True, exist_ok=True)
     for old in scratch.glob("*.jsonl"):
         old.unlink()
-    command = [sys.executable, "-m", "pytest", *(["-n", str(workers)] if workers else []), "-q",
+    command = [sys.executable, "-m", "pytest",
+               *(["-n", str(workers), "--dist", "worksteal"] if workers else []), "-q",
                "-p", "test_times", OPTION, str(scratch), *extra, *paths]
     env = dict(os.environ)
     # the plugin is this file: importable by its name in pytest and in every xdist worker

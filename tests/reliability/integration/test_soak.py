@@ -26,7 +26,9 @@ def test_short_soak_injects_every_fault_and_breaks_no_invariant() -> None:
     assert soak.checker.violations == [] and violations == 0
     assert {k for k in FAULTS if soak.counts[k] == 0} == set(), soak.counts
     assert {k for k in INVARIANTS if soak.checker.checks[k] == 0} == set(), soak.checker.checks
-    assert soak.checker.transitions >= 3  # the first leader, then one after the kill and one after the delay
+    # the first leader, then the standby after the kill; a Lease delay deposes the leader, but which
+    # replica takes the expired Lease next is a race (the deposed one may win it back)
+    assert soak.checker.transitions >= 2
 
 
 @pytest.fixture

@@ -141,7 +141,8 @@ def test_a_run_over_a_tiny_folder_counts_worker_and_child_cpu(tmp_path: Path) ->
     assert worker["wall"] >= 0.3 and child["wall"] >= 0.3
     # the run's total counts the workers' CPU (they are pytest's children), imports and collection too
     assert run["cpu"] > sum(r["cpu_self"] + r["cpu_children"] for r in run["records"])
-    assert run["command"] == ["pytest", "-n", "2", "-q", "-p", "no:cacheprovider", str(tiny)]
+    assert run["command"] == ["pytest", "-n", "2", "--dist", "worksteal", "-q", "-p", "no:cacheprovider",
+                              str(tiny)]
     assert "| `alpha` | 2 |" not in proc.stdout and "\nalpha " in proc.stdout
     again = subprocess.run([sys.executable, str(SCRIPT), "--from", str(out), "--markdown", "--top", "1"],
                            capture_output=True, text=True, timeout=60)
