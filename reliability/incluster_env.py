@@ -20,6 +20,7 @@ from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
+from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.rollout_env import NS, Env
 
 
@@ -122,3 +123,23 @@ def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = Non
     assert main(["sim", "token", "lwsflow-controller", "-n", SYSTEM_NS, "--kubeconfig", str(env.kubeconfig),
                  "--kubeconfig-out", str(sa)]) == 0
     return sa
+
+
+class RequestLog:
+    """The requests one User-Agent sent, as the embedded API server saw them: (wall time, verb,
+    resource, name); counted server-side, so what a controller sends, not what it believes it sends.
+    ``env``: anything with the embedded cluster as ``.sim`` (its request hook is taken over)."""
+
+    def __init__(self, env: Any, agent: str) -> None:
+        self.agent, self.lock = agent, threading.Lock()
+        self.log: list[tuple[float, str, str, str]] = []
+        env.sim.api.faults.request_hook = self.hook
+
+    def hook(self, req: RequestInfo) -> None:
+        if req.user_agent == self.agent:
+            with self.lock:
+                self.log.append((time.monotonic(), req.verb, req.resource, req.name))
+
+    def since(self, t0: float, *, watches: bool = False) -> list[tuple[float, str, str, str]]:
+        with self.lock:
+            return [r for r in self.log if r[0] >= t0 and (watches or r[1] != "watch")]

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from api_examples import DS_SAMPLE, LWS_SAMPLE, example
 from clusters import Target, allowed, allowlist, note, now_matches, wait_for
-from test_api_validation import DS_CASES, LWS_CASES, _mutate
 
 from lwsflow.components.kustomize import kustomize_build
 from lwsflow.controller.api.validation import validate_object
 from lwsflow.controller.errors import ApiError
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import dump_yaml_documents
+from tests.api.unit.test_api_validation import DS_CASES, LWS_CASES, _mutate
 
 ENVS = ("dev", "staging", "prod")
 CASES = [(f"invalid/{c[0]}", LWS_SAMPLE, c[1], c[2]) for c in LWS_CASES] + [

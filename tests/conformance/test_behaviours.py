@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from clusters import Target, allowed, allowlist, now_matches, wait_for
-from test_examples import diff, settled
 
 from lwsflow.controller.yamlio import dump_yaml
+from tests.conformance.test_examples import diff, settled
 
 LWS: dict[str, Any] = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",

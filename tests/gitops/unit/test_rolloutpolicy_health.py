@@ -4,11 +4,11 @@ against statuses the controller's own status mirror computes (controller/policy/
 from __future__ import annotations
 
 import pytest
-from test_gitops_argocd import run_health, runtime  # noqa: F401 (fixture)
 
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import state
+from tests.gitops.integration.test_gitops_argocd import run_health, runtime  # noqa: F401 (fixture)
 
 SPEC = RolloutPolicySpec.model_validate({"targetRef": {"kind": "LeaderWorkerSet", "name": "m"},
                                          "stages": [{"groups": 1}, {"groups": "100%", "pause": {}}]})

@@ -15,7 +15,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,9 +26,8 @@ from lwsflow.controller.kube.resources import EVENT, HTTP_ROUTE, INFERENCE_POOL,
 from lwsflow.controller.policy.wait import verdict
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, session, state
-from lwsflow.sim.apiserver.faults import RequestInfo
 from lwsflow.sim.router import Router
-from reliability.incluster_env import install_rbac, running
+from reliability.incluster_env import RequestLog, install_rbac, running
 from tests.rollout.bluegreen_kit import (
     BLUE,
     GREEN,
@@ -318,22 +316,8 @@ def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> Non
         assert again["phase"] == "Progressing", again
 
 
-class Sent:
-    """The requests one User-Agent sent, as the embedded API server saw them: (wall time, verb, resource,
-    name); counted server-side, so what the controller sends, not what it believes it sends."""
-
-    def __init__(self, env: Env, agent: str) -> None:
-        self.agent, self.log, self.lock = agent, [], threading.Lock()
-        env.sim.api.faults.request_hook = self.hook
-
-    def hook(self, req: RequestInfo) -> None:
-        if req.user_agent == self.agent:
-            with self.lock:
-                self.log.append((time.monotonic(), req.verb, req.resource, req.name))
-
-    def since(self, t0: float) -> list[tuple[float, str, str, str]]:
-        with self.lock:
-            return [r for r in self.log if r[0] >= t0]
+class Sent(RequestLog):
+    """The controller's requests as the server saw them, and a wait for its quiet after a status write."""
 
     def reconciled(self, timeout: float = 30.0) -> None:
         """Until the controller has looked at the policy once more after its last status write (that
@@ -374,7 +358,7 @@ def test_waits_follow_the_informer_cache_not_a_get_loop(env: Env) -> None:
         sent.reconciled()  # the status of that step written and looked at again: the bake goes on alone
         t0 = time.monotonic()
         clock.sleep(60)  # 60 cluster seconds of bake: a dozen of the executor's polls (5 cluster s each)
-        baking = sent.since(t0)
+        baking = sent.since(t0, watches=True)
         assert baking == [], baking
         assert kubectl_plugin.main(["abort", "chat", "-n", NS, "--kubeconfig", str(env.sim.kubeconfig)]) == 0
         done = wait_status(env, lambda s: s.get("phase") in ("Succeeded", "RolledBack", "Failed", "Aborted"))

@@ -20,26 +20,8 @@ from lwsflow.controller.kube.informer import Informer
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
 from lwsflow.pipelines import kubectl_plugin
-from lwsflow.sim.apiserver.faults import RequestInfo
-from reliability.incluster_env import policy, running, sync, wait_policy
+from reliability.incluster_env import RequestLog, policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
-
-
-class Seen:
-    """The requests one User-Agent sent, as the server saw them: (wall time, verb, resource, name)."""
-
-    def __init__(self, env: Env, agent: str) -> None:
-        self.agent, self.log, self.lock = agent, [], threading.Lock()
-        env.sim.api.faults.request_hook = self.hook
-
-    def hook(self, req: RequestInfo) -> None:
-        if req.user_agent == self.agent:
-            with self.lock:
-                self.log.append((time.monotonic(), req.verb, req.resource, req.name))
-
-    def since(self, t0: float, *, watches: bool = False) -> list[tuple[float, str, str, str]]:
-        with self.lock:
-            return [r for r in self.log if r[0] >= t0 and (watches or r[1] != "watch")]
 
 
 def _controller(env: Env, agent: str, **kw: object) -> Controller:
@@ -80,7 +62,7 @@ def test_an_idle_controller_sends_nothing_but_its_watches(env: Env) -> None:
     """Adopted and nothing changing: the informer core sends no request at all (its watches stay
     open) over 600 cluster seconds."""
     agent = "lwsflow-controller/informer"
-    seen = Seen(env, agent)
+    seen = RequestLog(env, agent)
     for i in range(3):
         env.create_ready(lws_manifest(f"i{i}", replicas=2, partition=2))
         env.kube.create(ROLLOUT_POLICY, NS, policy(f"pi{i}", f"i{i}", [{"groups": 1}, {"groups": "100%"}]))
@@ -98,7 +80,7 @@ def test_a_gate_waits_on_cache_events_not_on_requests(env: Env) -> None:
     """A rollout held at a manual gate sends no request while it waits (the old driver sent a GET
     and opened a watch every second); the promotion reaches it through the LWS informer at once."""
     agent = "lwsflow-controller/gate"
-    seen = Seen(env, agent)
+    seen = RequestLog(env, agent)
     env.create_ready(lws_manifest("g", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("pg", "g", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
     with running(_controller(env, agent)) as ctl:
@@ -151,7 +133,7 @@ def test_a_rollout_follows_its_gates_on_the_cache_without_a_watch_of_its_own(env
     """From the template change to Succeeded, the controller opens no watch: every stage's readiness
     gate is judged on the LWS informer's events (the CLI's engine opens a watch per wait instead)."""
     agent = "lwsflow-controller/follow"
-    seen = Seen(env, agent)
+    seen = RequestLog(env, agent)
     env.create_ready(lws_manifest("f", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("pf", "f", [{"groups": 1}, {"groups": 2}, {"groups": "100%"}]))
     with running(_controller(env, agent)) as ctl:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-from test_incluster_queue import FakeTime
 
 from lwsflow.controller.errors import Fenced, NotFound
 from lwsflow.controller.incluster.leader import LeaderElector
@@ -31,6 +31,7 @@ from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
 from reliability.skip_clock import SkipClock
+from tests.rollout.integration.test_incluster_queue import FakeTime
 
 WRITES = {"create", "patch", "update", "delete"}
 
@@ -125,6 +126,22 @@ def test_a_deposed_leader_makes_no_write_after_the_standbys_first(env: Env) -> N
     assert late_a == [], f"the deposed leader wrote after the standby's first write: {late_a}"
 
 
+@contextmanager
+def served_healthz(env: Env, **kw: Any) -> Iterator[str]:
+    """A running controller with its health endpoint, synced and healthy: its /healthz URL."""
+    metrics = Metrics()
+    ctl = Controller(env.kube, env.clock(), namespace=NS, metrics=metrics, **kw)
+    ep = Endpoints(0, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
+    url = f"http://127.0.0.1:{ep.port}/healthz"
+    try:
+        with running(ctl):
+            _until(lambda: ctl.synced, "the controller's caches synced")
+            assert httpx.get(url).status_code == 200
+            yield url
+    finally:
+        ep.stop()
+
+
 def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
     """A reconcile stuck in one request (its status write hangs until /healthz has failed, past
     ``stall_s``) fails /healthz; once it returns, /healthz passes again."""
@@ -137,16 +154,8 @@ def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
 
     env.sim.api.faults.request_hook = hook
     env.create_ready(lws_manifest("h", replicas=2, partition=2))
-    metrics = Metrics()
-    ctl = Controller(env.kube, env.clock(), namespace=NS, metrics=metrics, stall_s=1.0)
-    ep = Endpoints(0, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
-    url = f"http://127.0.0.1:{ep.port}/healthz"
     try:
-        with running(ctl):
-            end = time.monotonic() + 10
-            while not ctl.synced and time.monotonic() < end:
-                time.sleep(0.05)
-            assert httpx.get(url).status_code == 200
+        with served_healthz(env, stall_s=1.0) as url:
             stall.set()
             env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%"}]))
             codes = []
@@ -161,7 +170,6 @@ def test_healthz_fails_while_a_reconcile_makes_no_progress(env: Env) -> None:
             _until(lambda: httpx.get(url).status_code == 200, "/healthz passes again")
     finally:
         unstuck.set()
-        ep.stop()
 
 
 def test_a_write_held_in_the_token_bucket_past_the_renew_deadline_is_not_sent(env: Env) -> None:
@@ -211,26 +219,15 @@ def test_healthz_fails_once_an_informer_thread_has_died(env: Env, monkeypatch: p
         watch(self)
 
     monkeypatch.setattr(Informer, "_watch", crashing_lws_watch)
-    metrics = Metrics()
-    ctl = Controller(env.kube, env.clock(), namespace=NS, metrics=metrics)
-    ep = Endpoints(0, metrics, ready=ctl.is_ready, healthy=ctl.healthy).start()
-    url = f"http://127.0.0.1:{ep.port}/healthz"
-    try:
-        with running(ctl):
-            end = time.monotonic() + 10
-            while not ctl.synced and time.monotonic() < end:
-                time.sleep(0.05)
-            assert ctl.synced and httpx.get(url).status_code == 200
-            crash.set()
-            codes = []
-            end = time.monotonic() + 5
-            while time.monotonic() < end and 500 not in codes:
-                codes.append(httpx.get(url).status_code)
-                time.sleep(0.05)
-            assert codes[-1] == 500, codes
-            assert httpx.get(url).status_code == 500  # for good: nothing restarts the thread
-    finally:
-        ep.stop()
+    with served_healthz(env) as url:
+        crash.set()
+        codes = []
+        end = time.monotonic() + 5
+        while time.monotonic() < end and 500 not in codes:
+            codes.append(httpx.get(url).status_code)
+            time.sleep(0.05)
+        assert codes[-1] == 500, codes
+        assert httpx.get(url).status_code == 500  # for good: nothing restarts the thread
 
 
 def test_a_leader_that_cannot_prove_its_lease_posts_no_webhook(env: Env) -> None:

@@ -286,7 +286,7 @@ def test_enforced_rbac_base_role_cannot_probe_the_opt_in_role_can(env: Env, tmp_
     import subprocess
     import sys
 
-    from test_incluster_rbac_enforced import controller_process
+    from tests.rollout.integration.test_incluster_rbac_enforced import controller_process
 
     _pair(env)
     _policy(env)

@@ -14,15 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_incluster_fencing as fencing
-from test_incluster_leader import _wait
-from test_incluster_pd_probe import _pair, _policy, _sync_pair
 
 from lwsflow.components.pd_probe import pd_probe
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.sim.apiserver.faults import RequestInfo
 from reliability.incluster_env import running, wait_policy
 from reliability.rollout_env import LAYOUTS, NS, SAME_LAYOUT, Env, make_env
+from tests.rollout.integration import test_incluster_fencing as fencing
+from tests.rollout.integration.test_incluster_leader import _wait
+from tests.rollout.integration.test_incluster_pd_probe import _pair, _policy, _sync_pair
 
 WRITES = {"create", "patch", "update", "delete"}
 LEASE_NAME = "probe-fence"

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_smoke_cluster import Sim, lws
 
 from lwsflow.components.smoke import run_smoke
 from lwsflow.controller.kube.resources import Resource
 from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION
 from lwsflow.sim.router import Router
+from tests.smoke.integration.test_smoke_cluster import Sim, lws
 from tests.smoke.smoke_helpers import by_name, fast_config
 
 POOL = Resource("inference.networking.k8s.io", "v1", "inferencepools")
