@@ -89,6 +89,7 @@ class Soak:
     lease_s: float = 3.0  # wall seconds
     error_rate: float = 0.01  # share of requests answered 500/503/429
     conflict_rate: float = 0.01  # share of writes answered 409
+    gone_rate: float = 0.3  # share of watch resumes answered 410 Gone (the informer relists)
     progress: Callable[[str], None] = lambda _line: None
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -110,7 +111,7 @@ class Soak:
     def _faults(self) -> CountingFaults:
         faults = CountingFaults(seed=self.seed, error_rate=self.error_rate, error_statuses=(500, 503, 429),
                                 retry_after_s=1, conflict_rate=self.conflict_rate, watch_cut_mean_s=30.0,
-                                gone_on_resume_rate=0.3)
+                                gone_on_resume_rate=self.gone_rate)
         faults.request_hook = self._hook
         return faults
 
