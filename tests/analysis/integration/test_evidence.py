@@ -21,6 +21,7 @@ from lwsflow.controller.analysis.stats import Buckets, Counts
 from lwsflow.controller.analysis.templates import vllm
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.pipelines.cli import main
+from tests.analysis.buckets_kit import binned
 
 Q = 'x{revision="{{revision}}"}'
 
@@ -94,17 +95,12 @@ STABLE_SHARES = (0.02, 0.25, 0.68, 0.04, 0.007, 0.003)  # of requests per bucket
 def _latency_buckets(rng: random.Random, n: int, slower: float) -> Buckets:
     """n latencies spread evenly inside each bucket (where linear interpolation is exact), times
     ``1 + slower``."""
-    counts = dict.fromkeys((*BOUNDS, math.inf), 0.0)
-    for _ in range(n):
+    def draw() -> float:
         i = rng.choices(range(len(BOUNDS)), STABLE_SHARES)[0]
         lo = BOUNDS[i - 1] if i else 0.0
-        x = rng.uniform(lo, BOUNDS[i]) * (1 + slower)
-        counts[next(le for le in counts if x <= le)] += 1
-    cum, out = 0.0, {}
-    for le, c in counts.items():
-        cum += c
-        out[le] = cum
-    return Buckets.of(out)
+        return rng.uniform(lo, BOUNDS[i]) * (1 + slower)
+
+    return binned((draw() for _ in range(n)), (*BOUNDS, math.inf))
 
 
 @pytest.mark.parametrize("n", [20, 200, 1000])

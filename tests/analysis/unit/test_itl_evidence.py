@@ -11,6 +11,7 @@ from lwsflow.controller.analysis import evaluate as ev
 from lwsflow.controller.analysis.spec import validate_spec
 from lwsflow.controller.analysis.stats import Buckets
 from lwsflow.controller.analysis.templates import vllm
+from tests.analysis.buckets_kit import binned
 
 # the stand-in engine's boundaries around an ITL of 10 ms (p95 14 ms)
 BOUNDS = (0.005, 0.01, 0.02, 0.04, math.inf)
@@ -20,17 +21,13 @@ SIGMA = math.log(1.4) / 1.6449
 def _itl(rng: random.Random, n: int, slower: float = 0.0, drop_tail: bool = False) -> Buckets:
     """``n`` requests, two tokens each sharing one log-normal ITL, times ``1 + slower``; with
     ``drop_tail`` a request above the 20 ms boundary is drawn again (a sample with none there)."""
-    counts = dict.fromkeys(BOUNDS, 0.0)
-    for _ in range(n):
+    def draw() -> float:
         x = rng.lognormvariate(math.log(0.010), SIGMA) * (1 + slower)
         while drop_tail and x > 0.02:
             x = rng.lognormvariate(math.log(0.010), SIGMA) * (1 + slower)
-        counts[next(le for le in BOUNDS if x <= le)] += 2
-    cum, out = 0.0, {}
-    for le, c in counts.items():
-        cum += c
-        out[le] = cum
-    return Buckets.of(out, requests=float(n))
+        return x
+
+    return binned((draw() for _ in range(n)), BOUNDS, weight=2, requests=float(n))
 
 
 def test_one_request_above_the_bucket_does_not_move_the_reference_tenfold() -> None:
@@ -78,15 +75,8 @@ def test_the_first_look_of_a_latency_comparison_spends_no_alpha() -> None:
     bounds = (0.02, 0.04, 0.06, 0.08, 0.1, math.inf)
 
     def ttft(slower: float) -> Buckets:
-        counts = dict.fromkeys(bounds, 0.0)
-        for _ in range(500):
-            x = rng.lognormvariate(math.log(0.045), math.log(60 / 45) / 1.6449) * (1 + slower)
-            counts[next(le for le in bounds if x <= le)] += 1
-        cum, out = 0.0, {}
-        for le, c in counts.items():
-            cum += c
-            out[le] = cum
-        return Buckets.of(out)
+        sigma = math.log(60 / 45) / 1.6449
+        return binned((rng.lognormvariate(math.log(0.045), sigma) * (1 + slower) for _ in range(500)), bounds)
     new, stable = ttft(0.2), ttft(0.0)
     assert ev.judge(metric, new, stable, look=_latency_look(True))[0] != "failed"
     assert ev.judge(metric, new, stable, look=_latency_look(False))[0] == "failed"
