@@ -24,7 +24,11 @@ _WORDS = ("the", "model", "serves", "tokens", "cluster", "group", "leader", "wor
 class LoadStats:
     sent: int = 0
     ok: int = 0
-    errors: int = 0
+    errors: int = 0  # an HTTP error, or no answer from an address that still served at the end
+    # no answer (status 0) from an address the endpoints no longer list at ``stop()``: a request in
+    # flight to, or routed on a stale list to, a pod the rollout replaced (a client-side routing loss,
+    # not the release's error; real kube-proxy has the same lag)
+    lost: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
     endpoint_errors: int = 0  # times the endpoint source raised (the last endpoints were kept)
 
@@ -54,6 +58,7 @@ class LoadGenerator:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(spec.concurrency)
         self._thread: threading.Thread | None = None
+        self._no_answer: dict[str, int] = {}  # url -> requests that got no HTTP answer
         self._client = httpx.Client(timeout=spec.timeout_s)
 
     def request(self) -> tuple[str, dict]:
@@ -89,6 +94,8 @@ class LoadGenerator:
                 self.stats.ok += 1
             else:
                 self.stats.errors += 1
+                if status == 0:
+                    self._no_answer[url] = self._no_answer.get(url, 0) + 1
 
     def _loop(self) -> None:
         urls: list[str] = []
@@ -119,7 +126,22 @@ class LoadGenerator:
         for _ in range(self.spec.concurrency):  # wait for requests in flight
             self._slots.acquire(timeout=self.spec.timeout_s)
         self._client.close()
+        self._count_lost()
         return self.stats
+
+    def _count_lost(self) -> None:
+        if not self._no_answer:
+            return
+        try:
+            serving = set(self._endpoints())
+        except Exception:  # cannot tell which addresses went away: every failure stays an error
+            return
+        with self._lock:
+            for url, n in self._no_answer.items():
+                if url not in serving:
+                    self.stats.errors -= n
+                    self.stats.lost += n
+            self._no_answer.clear()
 
     def __enter__(self) -> LoadGenerator:
         return self.start()
@@ -129,14 +151,16 @@ class LoadGenerator:
 
 
 def pod_endpoints(pods: list[dict], port: int) -> list[str]:
-    """Base URLs of the running leader pods among ``pods`` on ``port``."""
+    """Base URLs of the running leader pods among ``pods`` on ``port``; a terminating pod is left
+    out, as the endpoints controller takes it out of a Service's ready addresses."""
     from lwsflow.controller.api import labels as L
 
     out = []
     for p in pods:
         status = p.get("status") or {}
         leader = ((p.get("metadata") or {}).get("labels") or {}).get(L.WORKER_INDEX, "0") == "0"
-        if leader and status.get("phase") == "Running" and status.get("podIP"):
+        gone = (p.get("metadata") or {}).get("deletionTimestamp")
+        if leader and not gone and status.get("phase") == "Running" and status.get("podIP"):
             out.append(f"http://{status['podIP']}:{port}")
     return sorted(out)
 

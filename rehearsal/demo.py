@@ -311,7 +311,7 @@ class Analysed:
     namespace: str
     served: str  # the served model id the analysis traffic asks for
     spec_path: Path
-    traffic: list[dict[str, int]] = field(default_factory=list)  # per release: sent, ok, errors
+    traffic: list[dict[str, int]] = field(default_factory=list)  # per release: sent, ok, errors, lost
 
 
 @contextlib.contextmanager
@@ -333,7 +333,8 @@ def _traffic(stack: LocalStack, analysed: Analysed | None) -> Iterator[None]:
         yield
     finally:
         stats = load.stop()
-        analysed.traffic.append({"sent": stats.sent, "ok": stats.ok, "errors": stats.errors})
+        analysed.traffic.append({"sent": stats.sent, "ok": stats.ok, "errors": stats.errors,
+                                  "lost": stats.lost})
         codes = ", ".join(f"{k or 'no answer'}: {v}" for k, v in sorted(stats.by_status.items()))
         console.print(f"analysis traffic: {stats.sent} requests through the router ({codes})")
 

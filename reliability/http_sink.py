@@ -7,6 +7,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default backlog of 5 drops connections when checks and hooks burst
+    daemon_threads = True
+
+
 class Sink:
     """A local HTTP endpoint answering 200: the http check's URL and the webhook's."""
 
@@ -31,7 +36,7 @@ class Sink:
             def log_message(self, *_a: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

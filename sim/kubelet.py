@@ -14,6 +14,7 @@ the load time of one pod template.
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ from lwsflow.sim.podutil import annotation, is_terminating, label
 from lwsflow.sim.schedule_diagnosis import fit_error
 from lwsflow.sim.scheduler import PodNeeds
 from lwsflow.sim.store import rfc3339
+
+_POD_ADDRESSES = 254 * 254  # 127.<pod_network>.0.1 … 127.<pod_network>.253.254
 
 if TYPE_CHECKING:
     from lwsflow.sim.cluster import Cluster
@@ -75,7 +78,10 @@ class Kubelet:
         self._warned: dict[str, set[str]] = {}  # pod uid -> warning messages already sent (one each)
         self._own_writes: dict[Key, str] = {}  # pod -> uid of our latest PodScheduled=False write
         self._stopping: dict[Key, tuple[str, float]] = {}  # terminating pod -> (uid, when it is deleted)
-        self._free_ips: list[int] = []
+        # addresses are handed out in turn through the /16 and a freed one is reused only once the range
+        # is used up, oldest first, as the host-local IPAM does: a replaced pod's address does not come
+        # back at once on its replacement (clients holding the old address see it gone, not a new pod)
+        self._free_ips: deque[int] = deque()
         self._next_ip = 1
         net = cluster.config.pod_network
         self.pod_network = net if net is not None else random.SystemRandom().randrange(2, 255)
@@ -531,8 +537,8 @@ class Kubelet:
         return weight / max(1, int(annotation(pod, L.SIZE_ANNOTATION) or 1)) / bw
 
     def _alloc_ip(self) -> str:
-        if self._free_ips:
-            i = self._free_ips.pop()
+        if self._next_ip > _POD_ADDRESSES and self._free_ips:
+            i = self._free_ips.popleft()
         else:
             i, self._next_ip = self._next_ip, self._next_ip + 1
         return f"127.{self.pod_network}.{(i - 1) // 254}.{(i - 1) % 254 + 1}"

@@ -62,6 +62,18 @@ class Notifier:
     def close(self) -> None:
         self._q.put(None)
 
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every queued message was sent, given up or fenced off (a stopping controller
+        delivers what it announced while it still leads); False when ``timeout_s`` ran out first."""
+        end = time.monotonic() + timeout_s
+        with self._q.all_tasks_done:
+            while self._q.unfinished_tasks:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._q.all_tasks_done.wait(left)
+        return True
+
     def _http_post(self, url: str, body: dict[str, str]) -> int:
         return httpx.post(url, json=body, timeout=self.timeout_s).status_code
 
@@ -81,14 +93,20 @@ class Notifier:
 
     def _loop(self) -> None:
         while (msg := self._q.get()) is not None:
-            for hook in msg.webhooks:
-                self._deliver(msg, hook)
+            try:
+                for hook in msg.webhooks:
+                    self._deliver(msg, hook)
+            finally:
+                self._q.task_done()
 
     def _deliver(self, msg: Message, hook: Webhook) -> None:
         where = f"secret {msg.namespace}/{hook.secretKeyRef.name}[{hook.secretKeyRef.key}]"
+        detail = ""
         for attempt in range(1, self.attempts + 1):
             url = self._url(msg.namespace, hook)
-            if url is not None:
+            if url is None:
+                detail = "the Secret could not be read (logged above)"
+            else:
                 if self.fence is not None and (why := self.fence()):  # last, right before the post
                     self.dropped += 1
                     log.info("webhook (%s): not sent: %s", where, why)
@@ -106,4 +124,4 @@ class Notifier:
             if attempt < self.attempts:
                 time.sleep(self.base_s * 2 ** (attempt - 1))
         self.failed += 1
-        log.warning("webhook (%s): gave up after %d attempts", where, self.attempts)
+        log.warning("webhook (%s): gave up after %d attempts (last: %s)", where, self.attempts, detail)

@@ -121,8 +121,9 @@ def run(
                            on_lost=lost) if leader_elect else None
     watched = None if all_namespaces else (namespace or "default")
     local = _local_prometheus(kube, watched) if prometheus == "local" else None
+    notifier = Notifier(kube)
     ctl = Controller(kube, clock, namespace=watched,
-                     leader=leader, metrics=metrics, notifier=Notifier(kube), smoke=_smoke(kubeconfig),
+                     leader=leader, metrics=metrics, notifier=notifier, smoke=_smoke(kubeconfig),
                      analysis=_analysis(kube, kubeconfig, local.url if local else prometheus, local),
                      pd_probe=_pd_probe(),
                      resync_s=resync_s, stop=stop, worker_count=workers)
@@ -154,6 +155,10 @@ def run(
     finally:
         if local is not None:
             local.stop()
+    # what was announced goes out while this replica still leads (the fence drops it otherwise)
+    if not notifier.drain(10.0):
+        print(f"lwsflow controller {identity}: notifications still queued after 10s; not sent",
+              file=sys.stderr, flush=True)
     if leader is not None:
         leader.stop(release=True)
     return 0

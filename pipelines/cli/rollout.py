@@ -212,7 +212,8 @@ def _load(load: float | None, url: str | None, kube: Kube, tgt: Target) -> Itera
                         (lambda: [url]) if url else pods)
     with gen:
         yield
-    print(f"load: {gen.stats.sent} requests sent, {gen.stats.ok} ok, {gen.stats.errors} failed")
+    lost = f", {gen.stats.lost} lost to replaced pods" if gen.stats.lost else ""
+    print(f"load: {gen.stats.sent} requests sent, {gen.stats.ok} ok, {gen.stats.errors} failed{lost}")
 
 
 @contextlib.contextmanager

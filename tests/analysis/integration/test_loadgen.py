@@ -29,3 +29,28 @@ def test_drives_engines_at_about_the_rate_and_counts_errors() -> None:
                            lambda: [bad.url]) as load:
             time.sleep(0.5)
         assert load.stats.errors == load.stats.sent > 0 and set(load.stats.by_status) == {500}
+
+
+def test_no_answer_from_a_replaced_address_is_lost_not_an_error() -> None:
+    """A request that got no answer counts as lost only when its address no longer serves at the end
+    (a replaced pod); no answer from an address still listed stays an error."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused, no answer
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with start_engine(model="m") as good:
+        urls = [good.url, dead]
+        load = LoadGenerator(LoadSpec(model="m", rate=100, seed=2, max_tokens=(1, 2)), lambda: list(urls))
+        with load:
+            while load.stats.by_status.get(0, 0) < 5:
+                time.sleep(0.05)
+            urls.remove(dead)  # the rollout replaced that pod
+        assert load.stats.lost == load.stats.by_status[0] >= 5 and load.stats.errors == 0, load.stats
+        assert load.stats.ok + load.stats.lost == load.stats.sent
+        urls.append(dead)
+        load = LoadGenerator(LoadSpec(model="m", rate=100, seed=2, max_tokens=(1, 2)), lambda: list(urls))
+        with load:
+            while load.stats.by_status.get(0, 0) < 5:
+                time.sleep(0.05)
+        assert load.stats.lost == 0 and load.stats.errors == load.stats.by_status[0] >= 5, load.stats
