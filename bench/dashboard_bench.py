@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from lwsflow.controller.kube.client import Kube  # noqa: E402
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY  # noqa: E402
-from lwsflow.pipelines.dashboard import serve  # noqa: E402
+from lwsflow.dashboard import serve  # noqa: E402
 from lwsflow.sim.testing import EmbeddedCluster  # noqa: E402
 
 NS = "bench"

@@ -1,1 +1,1 @@
-"""Pipelines that chain lwsflow's components (kfp v2 and Argo Workflows via hera), and the CLI."""
+"""Pipelines that chain lwsflow's components (kfp v2 and Argo Workflows via hera)."""

@@ -5,6 +5,6 @@ stack and the kfp local runner (``local_run``), ``lwsflow demo`` (``demo``, ``de
 ``demo_pictures``), a catalog's node pools as an embedded-cluster config (``catalog_cluster``), the
 reference-cluster launcher (``refcluster/``) and their commands (``cli/``). The controller image
 (``Containerfile``) copies neither this folder nor ``sim/``; no shipped package imports either
-(tests/repo/unit/test_layering.py), and ``lwsflow.pipelines.cli`` registers these commands only when they are
+(tests/repo/unit/test_layering.py), and ``lwsflow.cli`` registers these commands only when they are
 installed.
 """

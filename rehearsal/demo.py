@@ -387,7 +387,7 @@ def run_demo(*, out: Path, catalog: Path, models: list[str], bad_release: bool =
         console.print(f"embedded cluster {stack.api.base_url} (x{speed:g} virtual time, "
                       f"{len(stack.cluster.config.pools)} pools), registry {stack.registry.host}, "
                       f"git {stack.repo.url}; kubeconfig {stack.kubeconfig}")
-        from lwsflow.pipelines.dashboard import serve
+        from lwsflow.dashboard import serve
 
         dash = serve(str(stack.kubeconfig), namespace=None)  # open while the demo runs (docs/dashboard.md)
         console.print(f"dashboard {dash.url} (`lwsflow dashboard -A`: the rollouts live; open it now; "

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lwsflow import report as pictures
 from lwsflow.controller.kube.client import Kube
-from lwsflow.pipelines import pictures
-from lwsflow.pipelines.pictures import records
-from lwsflow.pipelines.pictures.records import Trace
+from lwsflow.report import records
+from lwsflow.report.records import Trace
 
 
 def label(traces: list[Trace], bad_model: str | None) -> list[Trace]:

@@ -1,7 +1,7 @@
 """Run `lwsflow` in-process and check how it refuses: exit code, one line naming the field, nothing
 written. Shared by the reliability tests and ``reliability/bad_input_campaign.py``.
 
-The CLI runs through ``lwsflow.pipelines.cli.main(argv)`` (which returns the exit code), with stdout and
+The CLI runs through ``lwsflow.cli.main(argv)`` (which returns the exit code), with stdout and
 stderr captured by ``contextlib.redirect_*``: that works inside hypothesis loops, where pytest's
 function-scoped ``capsys`` cannot be reset per example.
 """
@@ -34,7 +34,7 @@ class CliResult:
 
 def run_cli(argv: list[str], env: dict[str, str] | None = None) -> CliResult:
     """``lwsflow ARGV`` in this process; ``env`` entries are set for the call and restored after."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     saved = {k: os.environ.get(k) for k in env or {}}

@@ -91,7 +91,7 @@ def install_rbac(env: Any, tmp_path: Path, *, drop: tuple[str, str] | None = Non
     ServiceAccount. ``notifications``: a namespace to apply overlays/controller/notifications in, as
     docs/controller.md says (``kubectl apply -k ... -n NS``). ``env`` has ``kube`` (admin) and
     ``kubeconfig``."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     with contextlib.suppress(Conflict):  # namespaces must exist first, as on a real cluster
         env.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": SYSTEM_NS}})

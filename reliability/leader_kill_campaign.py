@@ -34,9 +34,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]  # run as a script: the `reliability` package beside it
 
+from lwsflow.cli import kubectl_plugin  # noqa: E402
 from lwsflow.controller.kube.resources import LEASE, LWS, ROLLOUT_POLICY  # noqa: E402
 from lwsflow.controller.rollout import gate, state  # noqa: E402
-from lwsflow.pipelines import kubectl_plugin  # noqa: E402
 from reliability.incluster_env import policy, sync, wait_policy  # noqa: E402
 from reliability.rollout_env import NS, Env, lws_manifest, make_env  # noqa: E402
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import ApiError, InvalidInput, NotFound
 from lwsflow.controller.kube.resources import DS, ROLLOUT_POLICY
-from lwsflow.pipelines import policy_actions
+from lwsflow.controller.policy import actions as policy_actions
 from lwsflow.sim.apiserver import ApiFaults
 from lwsflow.sim.apiserver.faults import RequestInfo
 from lwsflow.sim.faults import Fault, inject

@@ -38,7 +38,7 @@ from reliability.fault_helpers import _good, _ready, image_of
 INVARIANTS = ("availability-floor", "stage-ready", "no-stage-skipped", "manual-gate", "no-deposed-write",
               "rollout-outcome", "policy-outcome")
 OUTCOMES = frozenset({"Succeeded", "RolledBack", "Paused", "Aborted"})
-AGENT = "lwsflow-controller/"  # the controller's User-Agent prefix (pipelines/cli/controller.py)
+AGENT = "lwsflow-controller/"  # the controller's User-Agent prefix (cli/controller.py)
 RACE_S = 2.0  # wall seconds a fault may precede a gate's pass that read the group Ready before it
 
 

@@ -36,7 +36,7 @@ from lwsflow.components.atomic import write_file_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
-PACKAGES = ("controller", "components", "pipelines", "sim", "rehearsal")
+PACKAGES = ("controller", "components", "pipelines", "cli", "dashboard", "report", "sim", "rehearsal")
 # Packages whose own top-level modules are each a unit of the graph: the layering rests on them
 # (``errors``, ``clock``, ``yamlio``). Elsewhere a package's own modules form one unit.
 SPLIT = ("controller",)

@@ -7,7 +7,7 @@ watches. Every change calls ``on_event(type, obj, old)``: the controller maps it
 of its work queue (``incluster/queue.py``). A relist emits the differences as events (``ADDED`` /
 ``MODIFIED`` / ``DELETED``), so a change made while the watch was down is not lost. An optional
 ``on_error`` hears why a kind reads as empty (403: not ours to list; 404: not served) and ``None``
-after each successful list: the dashboard (``pipelines/dashboard/cache.py``) shows the first.
+after each successful list: the dashboard (``dashboard/cache.py``) shows the first.
 
 Why hand-written rather than kopf or kr8s: both are asyncio frameworks with their own event loop,
 handler registry and (kopf) their own finalizers and status fields; the rollout engine is

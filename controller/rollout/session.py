@@ -1,6 +1,6 @@
 """The library behind ``lwsflow rollout``: targets, manifests, the capacity check, pause/resume/abort.
 
-The CLI (``pipelines/cli/rollout.py``) only parses arguments and prints; everything it does is a
+The CLI (``cli/rollout.py``) only parses arguments and prints; everything it does is a
 function here, usable from a pipeline step or a test.
 """
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 
 @app.command()

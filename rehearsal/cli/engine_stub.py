@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from lwsflow.cli.app import app
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli.app import app
 
 
 @app.command("engine-stub")

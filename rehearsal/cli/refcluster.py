@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 refcluster_app = typer.Typer(
     help="The reference cluster: kube-apiserver, controller-manager, scheduler, etcd, kwok and the upstream "

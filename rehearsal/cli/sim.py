@@ -6,7 +6,7 @@ import importlib
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 sim_app = typer.Typer(help="The embedded, virtual-time GPU cluster.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")

@@ -18,7 +18,7 @@ import pytest
 from clusters import Target, wait_for
 
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines.dashboard import serve
+from lwsflow.dashboard import serve
 
 REPO = Path(__file__).resolve().parents[2]
 

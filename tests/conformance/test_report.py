@@ -11,9 +11,9 @@ from pathlib import Path
 import rolloutkit
 from clusters import Target, wait_for
 
+from lwsflow import report as pictures
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines import pictures
 
 
 def _release(reference: Target, ns: str, kubeconfig: Path, tmp: Path, image: str, deadline: str) -> int:

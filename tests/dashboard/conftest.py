@@ -45,7 +45,7 @@ def viewer_kubeconfig() -> Any:
 def _viewer_kubeconfig(admin: Kube, admin_kubeconfig: Path, out: Path, namespace: str = "default") -> Path:
     """A ServiceAccount that may read what the dashboard shows in ``namespace`` (get/list/watch) and
     write nothing; its kubeconfig (a TokenRequest token) at ``out``."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     sa, role = Resource("", "v1", "serviceaccounts"), Resource(_RBAC, "v1", "roles")
     binding = Resource(_RBAC, "v1", "rolebindings")

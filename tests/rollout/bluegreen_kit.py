@@ -26,6 +26,7 @@ import httpx
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, HTTP_ROUTE, INFERENCE_POOL, LWS, Resource
@@ -35,7 +36,6 @@ from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.hooks import HookContext, HookResult
 from lwsflow.controller.rollout.options import RolloutOptions
 from lwsflow.controller.rollout.outcome import Outcome
-from lwsflow.pipelines.cli import main
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.router import Router
 from lwsflow.sim.testing import EmbeddedCluster, StoreRecorder

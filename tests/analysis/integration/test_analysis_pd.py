@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components import prometheus
 from lwsflow.components.loadgen import LoadGenerator, LoadSpec, pod_endpoints
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, POD
 from lwsflow.controller.rollout import gate
-from lwsflow.pipelines.cli import main
 from lwsflow.sim.config import ClusterConfig, ImageProfile, PoolConfig, Timings
 from lwsflow.sim.testing import EmbeddedCluster
 from reliability.ports import ReservedPort

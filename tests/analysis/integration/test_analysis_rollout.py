@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.analysis_hook import analysis_hook
 from lwsflow.components.loadgen import LoadGenerator, LoadSpec
 from lwsflow.components.prometheus import serving_targets
@@ -20,7 +21,6 @@ from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import LWS
 from lwsflow.controller.rollout.hooks import HookContext, HookResult
-from lwsflow.pipelines.cli import main
 from reliability.analysis_env import MODEL, SAME, SLOWER, STABLE, AnalysisEnv, ttft_spec
 
 SPEED = 20.0  # virtual seconds per wall second; analysis runs in wall time (Prometheus's clock)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.analysis import evaluate as ev
 from lwsflow.controller.analysis import stats
 from lwsflow.controller.analysis.providers import ProviderError
@@ -20,7 +21,6 @@ from lwsflow.controller.analysis.spec import Metric, validate_spec
 from lwsflow.controller.analysis.stats import Buckets, Counts
 from lwsflow.controller.analysis.templates import vllm
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli import main
 from tests.analysis.buckets_kit import binned
 
 Q = 'x{revision="{{revision}}"}'

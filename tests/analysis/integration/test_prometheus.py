@@ -13,13 +13,13 @@ import httpx
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.prometheus import Prometheus, serving_targets, start_prometheus
 from lwsflow.controller.analysis.providers import ProviderError, prometheus_buckets, prometheus_value
 from lwsflow.controller.analysis.run import provider_measure, run_analysis
 from lwsflow.controller.analysis.spec import render, validate_spec
 from lwsflow.controller.analysis.templates import TEMPLATES
 from lwsflow.controller.api import labels as L
-from lwsflow.pipelines.cli import main
 from lwsflow.sim.engine import EngineHandle, start_engine
 
 SCRAPE_S = 0.25

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.api.paths import lws_file, repo_root
 from lwsflow.controller.yamlio import dump_yaml_documents
-from lwsflow.pipelines.cli import main
 from tests.api.api_examples import DS_SAMPLE, LWS_SAMPLE, example
 
 

@@ -72,7 +72,7 @@ def _cel(text: str) -> str:
 def _cli_refuses(capsys: pytest.CaptureFixture[str], flag: str, value: str) -> bool:
     """`lwsflow rollout run` with ``--flag value``: True when it refuses the value (exit 2, one line
     naming the flag); an accepted value fails later, on the kubeconfig that is not there."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     code = main(["rollout", "run", "lws/x", f"--{flag}", value, "--kubeconfig", "/nonexistent/kubeconfig"])
     err = capsys.readouterr().err.strip().splitlines()

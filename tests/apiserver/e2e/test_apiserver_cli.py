@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from lwsflow.cli import main
 from lwsflow.controller.api.paths import repo_root
-from lwsflow.pipelines.cli import main
 from tests.apiserver.apiserver_helpers import KUBECTL, LWS_SAMPLE, G, P, V, example
 
 LWSFLOW = Path(sys.executable).parent / "lwsflow"

@@ -27,7 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from lwsflow.components.loadgen import LoadGenerator, LoadSpec
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
-from lwsflow.pipelines.dashboard import serve
+from lwsflow.dashboard import serve
 from reliability.analysis_env import MODEL, NAME, NS, SAME, SLOWER, STABLE, AnalysisEnv, ttft_spec
 from reliability.incluster_env import install_rbac, policy, sync
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from lwsflow.sim.testing import EmbeddedCluster
 
 BIN = Path(sys.executable).parent

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from lwsflow.pipelines.dashboard import Dashboard
-from lwsflow.pipelines.dashboard.cache import Cache
+from lwsflow.dashboard import Dashboard
+from lwsflow.dashboard.cache import Cache
 
-VENDOR = Path(__file__).resolve().parents[3] / "pipelines" / "dashboard" / "vendor"
+VENDOR = Path(__file__).resolve().parents[3] / "dashboard" / "vendor"
 
 
 def pol(name: str, phase: str) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import yaml
 from pydantic import ValidationError
 
 from lwsflow.controller.api.phases import ConditionType, PolicyAction, PolicyPhase
+from lwsflow.controller.policy import actions as policy_actions
 from lwsflow.controller.policy import crd
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import PHASES, RolloutPolicySpec, RolloutPolicyStatus
-from lwsflow.pipelines import policy_actions
-from lwsflow.pipelines.dashboard import pages, views
+from lwsflow.dashboard import pages, views
 
 
 def _crd_phases(doc: dict[str, Any]) -> list[str]:

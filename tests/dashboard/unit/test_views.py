@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from lwsflow.controller.api import labels as L
-from lwsflow.pipelines.dashboard import charts, views
-from lwsflow.pipelines.dashboard.cache import Cache
-from lwsflow.pipelines.dashboard.pages import Renderer
+from lwsflow.dashboard import charts, views
+from lwsflow.dashboard.cache import Cache
+from lwsflow.dashboard.pages import Renderer
 
 STAGES = [{"groups": 1, "bake": "5m"}, {"groups": "50%"}, {"groups": "100%", "pause": {}}]
 
@@ -165,7 +165,7 @@ def test_notification_webhooks_are_named_by_their_secret_never_their_url() -> No
     assert "the webhook in Secret slack, key url" in " ".join(html.split())
 
 
-CSS = (Path(__file__).resolve().parents[3] / "pipelines" / "dashboard" / "static" /
+CSS = (Path(__file__).resolve().parents[3] / "dashboard" / "static" /
        "dashboard.css").read_text()
 
 

@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines import kubectl_plugin
 from reliability.http_sink import Sink
 from reliability.incluster_env import install_rbac
 from reliability.rollout_env import lws_manifest, make_env

@@ -8,9 +8,9 @@ import re
 
 import typer
 
+from lwsflow.cli import _register
+from lwsflow.cli.app import app
 from lwsflow.controller.api.paths import repo_root
-from lwsflow.pipelines.cli import _register
-from lwsflow.pipelines.cli.app import app
 
 ROOT = repo_root()
 WORD = re.compile(r"[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*")  # a command word, or alternatives a|b

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from lwsflow.sim.evaluator import metrics
 from lwsflow.sim.evaluator.engine import Engine
 from lwsflow.sim.evaluator.scenario import Scenario

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli import main
 from lwsflow.sim import policies
 from lwsflow.sim.evaluator import events as ev
 from lwsflow.sim.evaluator import scenario

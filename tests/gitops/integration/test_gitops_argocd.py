@@ -11,6 +11,7 @@ import lupa
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.argocd import (
     HEALTH_KEY,
     PARTITION_POINTER,
@@ -20,7 +21,6 @@ from lwsflow.components.argocd import (
 )
 from lwsflow.components.kustomize import kustomize_build
 from lwsflow.controller.yamlio import parse_yaml_documents
-from lwsflow.pipelines.cli import main
 
 NOW = 1_800_000_000
 _SANDBOX = """

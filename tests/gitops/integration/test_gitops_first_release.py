@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.components.catalog import Catalog
 from lwsflow.components.gitops import promote, set_image
 from lwsflow.components.kustomize import build_model_overlay, build_overlays, kustomize_build
@@ -19,7 +20,6 @@ from lwsflow.components.overlays import render_to
 from lwsflow.controller.api.objects import container_images
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines.cli import main
 from tests.gitops.gitops_helpers import CATALOG, DIGEST_B, catalog_with, git, identity, stand_in_render
 
 TAG_SMALL = "vllm/vllm-openai:v0.11.0"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.components.gitops import promote, set_image
 from lwsflow.components.kustomize import kustomize_build
 from lwsflow.components.overlays import container_images, existing_pins, read_kustomization
 from lwsflow.controller.errors import InvalidInput, OperationFailed
-from lwsflow.pipelines.cli import main
 from tests.gitops.gitops_helpers import DIGEST_A, DIGEST_B, DIGEST_C, clone, git
 
 

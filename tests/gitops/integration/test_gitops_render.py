@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.components.catalog import Catalog
 from lwsflow.components.gitops import pin_entry
 from lwsflow.components.kustomize import build_overlays, kustomize_build
@@ -25,7 +26,6 @@ from lwsflow.components.overlays import (
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines.cli import main
 from tests.gitops.gitops_helpers import CATALOG, DIGEST_A, DIGEST_B, DIGEST_C, catalog_with, stand_in_render
 
 ROOT = repo_root()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from lwsflow.rehearsal import demo
 
 

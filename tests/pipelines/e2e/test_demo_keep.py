@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
-from lwsflow.pipelines.cli import main
 from lwsflow.rehearsal import demo
 
 

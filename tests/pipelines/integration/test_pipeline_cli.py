@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.components.images import LocalRegistry
-from lwsflow.pipelines.cli import main
 from lwsflow.pipelines.compile import DIST
 
 
@@ -37,7 +37,7 @@ def test_submit_checks_the_placement_flags_like_compile(capsys: pytest.CaptureFi
 
 
 def test_submit_leaves_the_stages_to_the_catalog_unless_given() -> None:
-    from lwsflow.pipelines.cli.pipeline import run_arguments
+    from lwsflow.cli.pipeline import run_arguments
 
     assert "stages" not in run_arguments("m", "r", "i")  # the pipeline's "" default: the catalog's stages
     assert run_arguments("m", "r", "i", " 1,50%,100% ")["stages"] == "1,50%,100%"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from lwsflow.rehearsal.refcluster import binaries, kwok_stages
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,8 +12,8 @@ import textwrap
 import typer
 
 import lwsflow.rehearsal.cli
-from lwsflow.pipelines.cli import REHEARSAL_COMMANDS, main
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli import REHEARSAL_COMMANDS, main
+from lwsflow.cli.app import app
 
 
 def _rehearsal_names() -> set[str]:
@@ -45,7 +45,7 @@ _WITHOUT_REHEARSAL = textwrap.dedent("""
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     sys.meta_path.insert(0, Refuse())
-    from lwsflow.pipelines.cli import REHEARSAL_COMMANDS, main
+    from lwsflow.cli import REHEARSAL_COMMANDS, main
 
     assert main(["--help"]) == 0
     for command in REHEARSAL_COMMANDS:

@@ -97,7 +97,7 @@ def _placed(kfp_path: Path, argo: dict) -> tuple[dict, dict]:
 
 
 def test_compile_places_the_smoke_test_where_the_flags_say(tmp_path: Path) -> None:
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     assert main(["pipeline", "compile", "--out", str(tmp_path / "own"), "--node-selector", "pool=gpu-a",
                  "--node-selector", "zone=b", "--toleration", "dedicated=llm:NoExecute"]) == 0
@@ -127,7 +127,7 @@ def test_compile_places_the_smoke_test_where_the_flags_say(tmp_path: Path) -> No
 ])
 def test_bad_placement_flags_are_one_line_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       args: list[str], message: str) -> None:
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     assert main(["pipeline", "compile", "--out", str(tmp_path), *args]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"

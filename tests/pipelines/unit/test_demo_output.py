@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lwsflow.pipelines import pictures
-from lwsflow.pipelines.pictures.records import Stage, Trace
+from lwsflow import report as pictures
 from lwsflow.rehearsal import demo
 from lwsflow.rehearsal.demo import _Progress, _verdict
 from lwsflow.rehearsal.local_run import PipelineRun
+from lwsflow.report.records import Stage, Trace
 
 TRACE = ("12:00:00.123 - INFO - Executing task 'build-image'\n"
          "Traceback (most recent call last):\n"

@@ -81,8 +81,8 @@ def test_overlay_check_catches_an_invalid_route() -> None:
 def test_example_catalog_with_llmd_builds_valid_overlays(tmp_path: Any) -> None:
     """Switched on for the example catalog's lws-pair model: the env overlay carries both objects,
     namespaced by kustomize, and the overlay check validates them."""
+    from lwsflow.cli import main
     from lwsflow.components.kustomize import build_model_overlay
-    from lwsflow.pipelines.cli import main
     from tests.render.render_helpers import EXAMPLE_CATALOG
 
     text, pair = EXAMPLE_CATALOG.read_text(), "    pdMode: lws-pair\n"

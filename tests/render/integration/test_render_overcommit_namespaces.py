@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.catalog import parse_catalog
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli import main
 from tests.render.render_helpers import BIG_405B, ENVS, H100_POOL, LLAMA_8B, SMALL_8B, catalog_doc, user_doc
 
 

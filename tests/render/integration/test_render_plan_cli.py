@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from tests.render.render_helpers import EXAMPLE_CATALOG, H100, LLAMA_405B, REPO, catalog_doc, model
 
 

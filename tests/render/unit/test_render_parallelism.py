@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.catalog import parse_catalog
 from lwsflow.components.manifests import render_model
 from lwsflow.components.sizing import size_model
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli import main
 from tests.render.render_helpers import BIG_405B, ENVS, LLAMA_70B, model, user_doc
 
 

@@ -1,7 +1,7 @@
 """The wheel is what users install: build it, install it into a fresh venv, and run the CLI from outside
 the repository. Everything lands under ``lwsflow.*`` (no generic top-level ``controller``,
-``components``, ``pipelines``, ``sim`` or ``rehearsal``), and the package data the commands read (CRD
-schemas, Lua health checks, shipped scenarios) travels inside it.
+``components``, ``pipelines``, ``cli``, ``dashboard``, ``report``, ``sim`` or ``rehearsal``), and the
+package data the commands read (CRD schemas, Lua health checks, shipped scenarios) travels inside it.
 
 Offline and fast: the wheel is built from a copy of the source tree (so no ``build/`` appears in the
 checkout) and installed alone into a fresh venv by ``tests/wheelkit.py``.
@@ -23,8 +23,8 @@ DATA = ("lwsflow/controller/api/crds/leaderworkersets.json.gz",
         "lwsflow/components/argocd_health/leaderworkerset.lua",
         "lwsflow/components/argocd_health/disaggregatedset.lua",
         "lwsflow/sim/evaluator/scenarios/deadlines.yaml",
-        "lwsflow/pipelines/dashboard/templates/base.html",  # the dashboard's pages and offline assets
-        "lwsflow/pipelines/dashboard/vendor/htmx.min.js")
+        "lwsflow/dashboard/templates/base.html",  # the dashboard's pages and offline assets
+        "lwsflow/dashboard/vendor/htmx.min.js")
 
 
 
@@ -76,7 +76,8 @@ def test_cli_runs_from_the_wheel(installed: tuple[Path, Path], outside: Path) ->
     assert where.returncode == 0 and where.stdout.startswith(str(site)), where.stdout + where.stderr
 
 
-@pytest.mark.parametrize("name", ["controller", "components", "pipelines", "sim", "rehearsal"])
+@pytest.mark.parametrize("name", ["controller", "components", "pipelines", "cli", "dashboard", "report",
+                                  "sim", "rehearsal"])
 def test_no_generic_top_level_package(installed: tuple[Path, Path], outside: Path, name: str) -> None:
     res = run([installed[0] / "python", "-c", f"import {name}"], outside)
     assert res.returncode == 1 and f"No module named '{name}'" in res.stderr, res.stdout + res.stderr

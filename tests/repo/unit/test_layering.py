@@ -1,7 +1,8 @@
-"""Dependencies point one way: pipelines -> components -> controller; inside controller, the rollout
-engine, the cluster-access layer and the API types never know about the embedded cluster. What ships
-(the Containerfile copies controller, components and pipelines) never imports the embedded cluster
-(``sim``) or the tools that rehearse the product on it (``rehearsal``), which stand on top of it all."""
+"""Dependencies point one way: the front ends (cli -> dashboard, report) -> pipelines -> components ->
+controller; inside controller, the rollout engine, the cluster-access layer and the API types never know
+about the embedded cluster. What ships (the Containerfile copies controller, components, pipelines, cli,
+dashboard and report) never imports the embedded cluster (``sim``) or the tools that rehearse the product
+on it (``rehearsal``), which stand on top of it all."""
 
 from __future__ import annotations
 
@@ -14,26 +15,31 @@ ROOT = Path(__file__).resolve().parents[3]
 
 NOT_SHIPPED = ("lwsflow.sim", "lwsflow.rehearsal")
 # package (as a path prefix) -> module prefixes it must never import
+FRONT_ENDS = ("lwsflow.cli", "lwsflow.dashboard", "lwsflow.report")
 FORBIDDEN = {
-    "controller": ("lwsflow.components", "lwsflow.pipelines", *NOT_SHIPPED),
-    "components": ("lwsflow.pipelines", *NOT_SHIPPED),
-    "pipelines": NOT_SHIPPED,
+    "controller": ("lwsflow.components", "lwsflow.pipelines", *FRONT_ENDS, *NOT_SHIPPED),
+    "components": ("lwsflow.pipelines", *FRONT_ENDS, *NOT_SHIPPED),
+    "pipelines": (*FRONT_ENDS, *NOT_SHIPPED),
+    # the dashboard and the report pictures are libraries the commands call, never the other way
+    "dashboard": ("lwsflow.cli", "lwsflow.report", *NOT_SHIPPED),
+    "report": ("lwsflow.cli", "lwsflow.dashboard", "lwsflow.pipelines", *NOT_SHIPPED),
+    "cli": NOT_SHIPPED,
     "controller/api": ("lwsflow.controller.rollout", "lwsflow.controller.kube"),
     "controller/kube": ("lwsflow.controller.rollout",),
     # The embedded cluster stands in for Kubernetes: it never reaches into the controller that drives it,
     # nor into the tools built on it.
     "sim": ("lwsflow.controller.rollout", "lwsflow.controller.kube", "lwsflow.components",
-            "lwsflow.pipelines", "lwsflow.rehearsal"),
+            "lwsflow.pipelines", *FRONT_ENDS, "lwsflow.rehearsal"),
 }
 # The only imports against FORBIDDEN, each inside a function (never at import time), with its reason.
 ALLOWED = {
-    ("pipelines/cli/__init__.py", "lwsflow.rehearsal.cli"):
+    ("cli/__init__.py", "lwsflow.rehearsal.cli"):
         "registers the rehearsal commands (demo, engine-stub, sim, refcluster) where lwsflow.rehearsal "
         "is installed; where it is not (the image) each of them says in one line that it needs the full "
         "install",
 }
 # The old top-level names must be gone everywhere: an import of ``controller`` means a stale path.
-STALE = ("controller", "components", "pipelines", "sim", "rehearsal")
+STALE = ("controller", "components", "pipelines", "cli", "dashboard", "report", "sim", "rehearsal")
 
 
 def _imports(path: Path, *, in_functions: bool = False) -> set[str]:
@@ -81,7 +87,8 @@ def test_each_allowed_import_is_there_and_lazy(where: str, module: str) -> None:
     assert module in _imports(ROOT / where, in_functions=True), (where, module)
 
 
-@pytest.mark.parametrize("package", ["controller", "components", "pipelines", "sim", "rehearsal", "tests",
+@pytest.mark.parametrize("package", ["controller", "components", "pipelines", "cli", "dashboard", "report",
+                                     "sim", "rehearsal", "tests",
                                      "bench", "reliability", "scripts"])
 def test_every_import_uses_the_lwsflow_namespace(package: str) -> None:
     bad = [f"{f.relative_to(ROOT)} imports {m}" for f in sorted((ROOT / package).rglob("*.py"))
@@ -91,10 +98,10 @@ def test_every_import_uses_the_lwsflow_namespace(package: str) -> None:
 
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "x.py"
-    bad.write_text("from lwsflow.components.catalog import Catalog\nimport lwsflow.pipelines.cli\n"
+    bad.write_text("from lwsflow.components.catalog import Catalog\nimport lwsflow.cli\n"
                    "import importlib\nimportlib.import_module('lwsflow.sim.engine')\n"
                    "def f(n):\n    importlib.import_module(f'lwsflow.rehearsal.cli.{n}')\n")
-    assert _imports(bad) == {"lwsflow.components.catalog", "lwsflow.pipelines.cli", "importlib",
+    assert _imports(bad) == {"lwsflow.components.catalog", "lwsflow.cli", "importlib",
                              "lwsflow.sim.engine", "lwsflow.rehearsal.cli"}
     assert _imports(bad, in_functions=True) == {"lwsflow.rehearsal.cli"}
 

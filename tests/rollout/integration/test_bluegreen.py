@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.kube.resources import INFERENCE_POOL, LWS
 from lwsflow.controller.rollout import bluegreen_plan as P
-from lwsflow.pipelines.cli import main
 from tests.rollout.bluegreen_kit import (
     GREEN,
     KILL_AT_STAGE_2,

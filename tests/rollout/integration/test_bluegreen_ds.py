@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.resources import DS, INFERENCE_POOL, LWS
@@ -26,7 +27,6 @@ from lwsflow.controller.rollout import bluegreen_kinds as K
 from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.rollout.ds import DsKind
-from lwsflow.pipelines.cli import main
 from tests.rollout.bluegreen_kit import (
     BLUE,
     DS_ROLES,

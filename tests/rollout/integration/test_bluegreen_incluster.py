@@ -183,7 +183,7 @@ def test_slower_green_is_caught_by_analysis_at_the_first_stage_and_git_shape_res
     """A release Ready but 40% slower at p95 TTFT fails the policy's analysis (green vs blue) at the 50%
     stage: every request back on blue in one write, green deleted, the blue pair's template back to the
     stable one (as a partition rollback restores it), the policy RolledBack with the failed verdict."""
-    from lwsflow.pipelines.cli.controller import _analysis, _local_prometheus
+    from lwsflow.cli.controller import _analysis, _local_prometheus
 
     with Env(tmp_path, speed=20.0) as env:  # analysis measures in wall time (Prometheus's clock)
         frozen_blue(env)
@@ -290,7 +290,7 @@ def test_abort_shifts_back_deletes_green_and_retry_starts_again(env: Env) -> Non
     """`kubectl lwsflow abort` mid-bake: every request back on blue in one write, green deleted, the
     blue template restored, phase Aborted (no wait for the bake to end). Git syncing the same template
     again starts nothing until `kubectl lwsflow retry` (as for partition rollouts)."""
-    from lwsflow.pipelines import kubectl_plugin
+    from lwsflow.cli import kubectl_plugin
 
     frozen_blue(env)
     before = git_shape(env)
@@ -339,9 +339,9 @@ def test_waits_follow_the_informer_cache_not_a_get_loop(env: Env) -> None:
     template and the route's abort/pause asks come from its informers (the LWS cache, and one watch of
     the HTTPRoutes for the controller's life), not a GET of each every poll nor a watch per wait; the
     abort reaches the bake through that route informer at once."""
+    from lwsflow.cli import kubectl_plugin
     from lwsflow.controller.incluster.manager import Controller
     from lwsflow.controller.kube.client import Kube
-    from lwsflow.pipelines import kubectl_plugin
 
     agent = "lwsflow-controller/bluegreen-cache"
     sent = Sent(env, agent)
@@ -380,7 +380,7 @@ def wait_event(env: Env, reason: str, count: int = 1, timeout: float = 60.0) -> 
 def test_pause_holds_the_weights_until_resume(env: Env) -> None:
     """`kubectl lwsflow pause` holds a blue-green at its weights once the current stage passes (phase
     Paused, no further shift however long); `resume` goes on to the fold-back."""
-    from lwsflow.pipelines import kubectl_plugin
+    from lwsflow.cli import kubectl_plugin
 
     frozen_blue(env)
     env.kube.create(ROLLOUT_POLICY, NS, bg_policy([{"weight": 50, "bake": "100s"}, {"weight": 100}]))
@@ -414,10 +414,10 @@ def test_blue_green_policy_uses_only_the_base_and_bluegreen_roles(env: Env, tmp_
     uses every verb of the latter a LeaderWorkerSetPair needs (the DisaggregatedSet verbs are the CLI's
     `ds/NAME --strategy blue-green`, tests/rollout/integration/test_rbac.py), the controller's own watch
     of the HTTPRoutes (controller.yaml: its waits follow them from an informer) included."""
+    from lwsflow.cli.controller import _analysis, _smoke
     from lwsflow.controller.incluster.manager import Controller
     from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.yamlio import load_yaml_documents
-    from lwsflow.pipelines.cli.controller import _analysis, _smoke
     from lwsflow.sim.apiserver import ApiServer
 
     def granted(*files: Path) -> set[tuple[str, str, str]]:

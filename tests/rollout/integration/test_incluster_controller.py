@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.errors import ApiError
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.incluster.metrics import Endpoints, Metrics
 from lwsflow.controller.incluster.notify import Notifier
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate, state
-from lwsflow.pipelines import kubectl_plugin
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest, new_release
 from reliability.skip_clock import SkipClock
@@ -196,7 +196,7 @@ def test_pipeline_waits_for_the_controller_verdict(env: Env) -> None:
 def test_bad_input(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     """`controller run` refuses bad flags with exit 2 and one line naming the field; a policy the
     controller cannot use gets phase Failed with the field in its message (the target untouched)."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     for argv, field in ((["-n", "a", "-A"], "namespace"), (["--lease-duration", "2s"], "lease-duration"),
                         (["--metrics-addr", "0.0.0.0:8080"], "metrics-addr"),

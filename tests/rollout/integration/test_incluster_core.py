@@ -13,13 +13,13 @@ import time
 
 import pytest
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.errors import NotFound
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.informer import Informer
 from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate
-from lwsflow.pipelines import kubectl_plugin
 from reliability.incluster_env import RequestLog, policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
 

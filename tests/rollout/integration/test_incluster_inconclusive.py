@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pytest
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.components.analysis_hook import analysis_hook, revisions
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.incluster.analysis import OnMeasurement
@@ -29,8 +30,7 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import hooks, state
 from lwsflow.controller.yamlio import dump_yaml
-from lwsflow.pipelines import kubectl_plugin
-from lwsflow.pipelines.dashboard import serve
+from lwsflow.dashboard import serve
 from reliability.incluster_env import policy, running, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
@@ -199,7 +199,7 @@ def test_a_clearly_bad_release_still_fails_and_rolls_back(env: Env, prom: FakePr
 
 
 def _cli(env: Env, *args: str) -> int:
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     return main(["rollout", *args, "-n", NS, "--kubeconfig", str(env.kubeconfig)])
 

@@ -14,9 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.kube.resources import LEASE, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
-from lwsflow.pipelines import kubectl_plugin
 from reliability.incluster_env import policy, sync, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
 

@@ -18,7 +18,7 @@ from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
-from lwsflow.pipelines.dashboard import serve
+from lwsflow.dashboard import serve
 from lwsflow.sim.apiserver.faults import RequestInfo
 from lwsflow.sim.kubelet import LOAD_SECONDS
 from lwsflow.sim.lws_controller import LWS as LWS_KEY

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from lwsflow.cli.controller import _smoke
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.client import Kube
@@ -15,7 +16,6 @@ from lwsflow.controller.kube.resources import EVENT, ROLLOUT_POLICY
 from lwsflow.controller.policy.model import SmokeCheck
 from lwsflow.controller.rollout import session
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, run_hook
-from lwsflow.pipelines.cli.controller import _smoke
 from lwsflow.sim.engine import ENGINE_MODE_ANNOTATION
 from reliability.incluster_env import install_rbac, policy, running, sync, wait_policy
 from reliability.ports import ReservedPort

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
 from lwsflow.controller.rollout import gate, state
-from lwsflow.pipelines import kubectl_plugin
 from reliability.incluster_env import policy, running, sync, wait_passes, wait_policy
 from reliability.rollout_env import NS, Env, lws_manifest
 from reliability.skip_clock import SkipClock
@@ -97,7 +97,7 @@ def test_retry_after_a_rollback_puts_the_failed_template_back(
     """The rollback took the failed template off the target and no Git sync brings it back: retry
     (kubectl lwsflow and the dashboard's button) puts the recorded template back and rolls it out
     again; where nothing recorded it, retry refuses with exit 1 (the dashboard: 409) saying why."""
-    from lwsflow.pipelines.dashboard import serve
+    from lwsflow.dashboard import serve
 
     env.create_ready(lws_manifest("m", replicas=4, partition=4))
     env.kube.create(ROLLOUT_POLICY, NS, policy("p", "m", [{"groups": 1}, {"groups": "100%", "pause": {}}]))

@@ -13,6 +13,7 @@ import base64
 import threading
 from pathlib import Path
 
+from lwsflow.cli.controller import _analysis, _smoke
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.paths import repo_root
 from lwsflow.controller.incluster.leader import LeaderElector
@@ -22,7 +23,6 @@ from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import session
 from lwsflow.controller.yamlio import load_yaml_documents
-from lwsflow.pipelines.cli.controller import _analysis, _smoke
 from lwsflow.sim.apiserver import ApiServer
 from reliability.http_sink import Sink
 from reliability.incluster_env import policy, running, sync, wait_policy

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from markupsafe import escape
 
+from lwsflow.cli import kubectl_plugin
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY, SECRET
 from lwsflow.controller.rollout import gate
-from lwsflow.pipelines import kubectl_plugin
-from lwsflow.pipelines.dashboard.cache import Cache
-from lwsflow.pipelines.dashboard.pages import Renderer
+from lwsflow.dashboard.cache import Cache
+from lwsflow.dashboard.pages import Renderer
 from reliability.http_sink import Sink
 from reliability.incluster_env import SYSTEM_NS, install_rbac, policy, sync, wait_policy
 from reliability.ports import ReservedPort

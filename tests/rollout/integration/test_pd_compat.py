@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.components.pd_probe import PROBE_LABEL, Direction, directions, pd_probe, probe_handoffs
 from lwsflow.components.smoke.model import Endpoint
 from lwsflow.controller.api import labels as L
@@ -24,7 +25,6 @@ from lwsflow.controller.kube.resources import DS, LWS, POD
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.rollout.compat import ALL_AT_ONCE
 from lwsflow.controller.rollout.engine import RolloutOptions
-from lwsflow.pipelines.cli import main
 from lwsflow.sim.engine import start_engine
 from reliability.ports import ReservedPort
 from reliability.rollout_env import (

@@ -201,7 +201,7 @@ def _surge_pods(env: Env, since: int) -> set[str]:
 
 
 def _run(kcfg: Path, manifest: Path, *extra: str) -> int:
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     return main(["rollout", "lws/q", "-n", NS, "--kubeconfig", str(kcfg), "--manifest", str(manifest),
                  "--stages", "1,100%", *extra])

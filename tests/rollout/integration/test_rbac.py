@@ -43,7 +43,7 @@ def shipped(folder: Path = RBAC) -> set[tuple[str, str, str]]:
 
 def test_rbac_matches_what_the_controller_uses(served: Env, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     env = served
     # the MaxUnavailableStatefulSet gate on (off by default in Kubernetes 1.35/1.36): only then does a
@@ -180,8 +180,8 @@ def _install_rbac(env: Env, tmp_path: Path, *, drop_verb: tuple[str, str] | None
     import subprocess
     import sys
 
+    from lwsflow.cli import main
     from lwsflow.controller.errors import Conflict
-    from lwsflow.pipelines.cli import main
 
     with contextlib.suppress(Conflict):  # namespaces are explicit on a real cluster
         env.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "lwsflow-system"}})
@@ -209,7 +209,7 @@ def test_staged_rollout_with_only_the_controller_service_account(env: Env, tmp_p
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """overlays/rbac is sufficient: a staged rollout completes with the ServiceAccount's token, every
     request authorised by the shipped ClusterRole through RBAC (no admin token anywhere)."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     base = lws_manifest("m", replicas=2)
     env.create_ready(base)
@@ -227,9 +227,9 @@ def test_a_missing_verb_fails_the_rollout_with_403(env: Env, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Without `patch` on leaderworkersets the controller cannot start: kube-apiserver's 403, one
     error line, exit 1, and the LWS untouched."""
+    from lwsflow.cli import main
     from lwsflow.controller.kube.resources import LWS
     from lwsflow.controller.rollout import gate
-    from lwsflow.pipelines.cli import main
 
     base = lws_manifest("m", replicas=2)
     env.create_ready(base)
@@ -254,7 +254,7 @@ def test_smoke_rollout_with_only_the_service_account(served: Env, tmp_path: Path
     """`lwsflow rollout --smoke` with the ServiceAccount's token: the shipped role lets the smoke read
     everything it checks (the leaders' Service included), so it passes. Without `services list` the
     smoke does not quietly skip the Service: its 403 fails the stage, in the API server's words."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     env = served
     port = _ENGINE_PORT.port

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow.cli import main
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.status import observed_current
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
 from lwsflow.controller.yamlio import dump_yaml, dump_yaml_documents
-from lwsflow.pipelines.cli import main
 from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from lwsflow.cli import main
 from lwsflow.controller.api.paths import lws_file
 from lwsflow.controller.yamlio import load_yaml_documents
-from lwsflow.pipelines.cli import main
 
 LWSFLOW = Path(sys.executable).parent / "lwsflow"
 SAMPLE = lws_file("config/samples/leaderworkerset_v1_leaderworkerset.yaml")

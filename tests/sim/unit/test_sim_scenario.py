@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lwsflow.cli import main
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli import main
 from lwsflow.sim.scenario import parse_duration, parse_scenario, run_scenario
 from tests.sim.sim_helpers import make_lws
 

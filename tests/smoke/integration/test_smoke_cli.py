@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lwsflow.pipelines.cli import main
+from lwsflow.cli import main
 from tests.smoke.smoke_helpers import MODEL
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -293,7 +293,7 @@ def test_services_that_cannot_be_read_fail_a_service_check(sim: Sim, tmp_path: P
     """A role without services `list`: the smoke does not fall back to the pod spec's port in silence
     (the leaders' Service would go unchecked), it fails a ``service`` check in the API server's words;
     the endpoints are still checked. With the verb granted, nothing fails."""
-    from lwsflow.pipelines.cli import main
+    from lwsflow.cli import main
 
     rules = [{"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": ["get"]},
              {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list"]},

@@ -39,13 +39,13 @@ def _kube(kubeconfig: str | None) -> Kube:
 
 
 def _policy(kube: Kube, ns: str, name: str) -> Obj:
-    from lwsflow.pipelines.policy_actions import get_policy
+    from lwsflow.controller.policy.actions import get_policy
 
     return get_policy(kube, ns, name)
 
 
 def _target_of(policy: Obj) -> Target:
-    from lwsflow.pipelines.policy_actions import target_of
+    from lwsflow.controller.policy.actions import target_of
 
     return target_of(policy)
 
@@ -143,7 +143,7 @@ def _print_status(kube: Kube, namespace: str, policy: str, p: Obj) -> None:
 
 def _act(action: str, policy: str, namespace: str, kubeconfig: str | None) -> None:
     """Run one of ``policy_actions`` (the code the dashboard's buttons run too) and print its line."""
-    from lwsflow.pipelines import policy_actions
+    from lwsflow.controller.policy import actions as policy_actions
 
     print(policy_actions.BY_NAME[action](_kube(kubeconfig), namespace, policy))
 
@@ -186,15 +186,15 @@ def dashboard(namespace: Namespace = "default",
               kubeconfig: Kubeconfig = None,
               port: Annotated[int, typer.Option(help="0: any free port")] = 0) -> None:
     """A live web view of the RolloutPolicies on 127.0.0.1 (as `lwsflow dashboard`)."""
-    from lwsflow.pipelines.dashboard import run_until_interrupted
+    from lwsflow.dashboard import run_until_interrupted
 
     run_until_interrupted(kubeconfig=kubeconfig, namespace=None if all_namespaces else namespace,
                           port=port)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lwsflow.cli import _fail
     from lwsflow.controller.errors import InvalidInput, LwsflowError
-    from lwsflow.pipelines.cli import _fail
 
     try:
         plugin(args=argv, standalone_mode=False)

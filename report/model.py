@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from lwsflow.pipelines.pictures.records import Stage, Trace, drawable
+from lwsflow.report.records import Stage, Trace, drawable
 
 _STAGE_NO = re.compile(r"\bstage (\d+)")
 _SHORT = {"RolloutStarted": "start", "StageStarted": "stage {k}", "StagePassed": "{k} passed",

@@ -4,7 +4,7 @@
         [--kubeconfig PATH] --out DIR
 
 Reads the RolloutPolicies' status history, the targets' ``rollout.lwsflow.io/stage-log`` annotations and
-their Events (``lwsflow.pipelines.pictures.records``), whoever drove the rollouts, and writes
+their Events (``lwsflow.report.records``), whoever drove the rollouts, and writes
 ``DIR/stages.png`` and ``DIR/timeline.png``. Exit 1 (nothing written) when no rollout recorded a stage.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 
 @app.command()
@@ -30,9 +30,9 @@ def report(
     title: Annotated[str, typer.Option(help="the pictures' title prefix")] = "",
 ) -> None:
     """Draw stages.png and timeline.png of the recorded rollouts."""
+    from lwsflow import report as pictures
     from lwsflow.controller.errors import InvalidInput, OperationFailed
     from lwsflow.controller.kube.client import Kube
-    from lwsflow.pipelines import pictures
 
     for t in targets or []:
         kind, _, name = t.rpartition("/")

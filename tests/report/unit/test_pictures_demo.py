@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lwsflow.pipelines import pictures
-from lwsflow.pipelines.pictures.records import Trace, dump, load
+from lwsflow import report as pictures
 from lwsflow.rehearsal import demo_pictures
+from lwsflow.report.records import Trace, dump, load
 
 RECORDED = Path(__file__).parents[2] / "data" / "pictures" / "demo-records.json"
 MODELS = ["llama-8b", "llama-70b", "llama-405b", "llama-70b-pd", "llama-8b-pair", "qwen-7b"]

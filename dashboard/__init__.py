@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from lwsflow.pipelines.dashboard.server import Dashboard
+from lwsflow.dashboard.server import Dashboard
 
 __all__ = ["Dashboard", "run_until_interrupted", "serve"]
 
@@ -21,9 +21,9 @@ def serve(kubeconfig: str | None = None, namespace: str | None = "default", port
           context: str | None = None) -> Dashboard:
     """Start watching and serving; the caller stops it (``Dashboard.stop``). ``namespace`` None: all."""
     from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.policy import actions as policy_actions
     from lwsflow.controller.rollout import session
-    from lwsflow.pipelines import policy_actions
-    from lwsflow.pipelines.dashboard.cache import Cache
+    from lwsflow.dashboard.cache import Cache
 
     def connect() -> Kube:
         return Kube.connect(kubeconfig, context)

@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 analysis_app = typer.Typer(help="Analysis gates: metrics over time, new revision against stable.",
                            no_args_is_help=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 if TYPE_CHECKING:
     from lwsflow.components.catalog import Catalog
@@ -31,9 +31,9 @@ def render(
     check: CheckOpt = False,
 ) -> None:
     """Render the catalog into a Kustomize tree (deterministic, atomic; keeps digest pins)."""
+    from lwsflow.cli.output import about_file, warn_about_catalog
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.overlays import render_to
-    from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     cat = load_catalog(catalog)
     warn_about_catalog(cat, catalog)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from lwsflow.pipelines.pictures.model import NothingToDraw, Panel, panels
-from lwsflow.pipelines.pictures.records import Trace
-from lwsflow.pipelines.pictures.stages import COLORS
+from lwsflow.report.model import NothingToDraw, Panel, panels
+from lwsflow.report.records import Trace
+from lwsflow.report.stages import COLORS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

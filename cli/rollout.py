@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

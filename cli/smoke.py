@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lwsflow.cli.app import app
 from lwsflow.controller.errors import InvalidInput, OperationFailed
-from lwsflow.pipelines.cli.app import app
 
 if TYPE_CHECKING:
     from lwsflow.components.smoke import SmokeConfig

@@ -26,8 +26,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from lwsflow.controller.errors import ApiError, InvalidInput, LwsflowError, OperationFailed
-from lwsflow.pipelines.dashboard import pages
-from lwsflow.pipelines.dashboard.cache import Cache
+from lwsflow.dashboard import pages
+from lwsflow.dashboard.cache import Cache
 
 log = logging.getLogger("lwsflow.dashboard")
 HERE = Path(__file__).parent

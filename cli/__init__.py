@@ -15,9 +15,9 @@ from typing import Any
 import typer as typer_mod
 from typer.main import get_command
 
+from lwsflow.cli.app import app
+from lwsflow.cli.output import one_line, print_error
 from lwsflow.controller.errors import InvalidInput, LwsflowError, OperationFailed
-from lwsflow.pipelines.cli.app import app
-from lwsflow.pipelines.cli.output import one_line, print_error
 
 __all__ = ["entry", "main", "one_line"]
 
@@ -40,7 +40,7 @@ def _register() -> None:
     if _registered:  # main() runs more than once in one process (tests)
         return
     for name in _COMMAND_MODULES:
-        importlib.import_module(f"lwsflow.pipelines.cli.{name}")
+        importlib.import_module(f"lwsflow.cli.{name}")
     try:
         import lwsflow.rehearsal.cli  # noqa: F401  (registers REHEARSAL_COMMANDS)
     except ModuleNotFoundError as exc:

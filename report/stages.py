@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lwsflow.pipelines.pictures.model import NothingToDraw, lanes
-from lwsflow.pipelines.pictures.records import Trace
+from lwsflow.report.model import NothingToDraw, lanes
+from lwsflow.report.records import Trace
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

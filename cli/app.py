@@ -1,6 +1,6 @@
 """The one typer app that every command module registers on.
 
-Command modules (``pipelines/cli/<area>.py``) import ``app`` and decorate plain functions with
+Command modules (``cli/<area>.py``) import ``app`` and decorate plain functions with
 ``@app.command()`` (or add sub-apps with ``app.add_typer``). They import heavy libraries lazily,
 inside the command body, so ``lwsflow --help`` stays fast.
 """

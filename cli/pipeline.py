@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
+from lwsflow.cli.app import app
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.pipelines.cli.app import app
 
 pipeline_app = typer.Typer(help="Compile and submit the deploy-model pipeline (kfp and Argo).",
                            no_args_is_help=True)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 _COLUMNS = (
     ("model", "Model"), ("role", "Role"), ("pool", "Pool"), ("tp", "TP"), ("pp", "PP"), ("size", "Size"),
@@ -26,9 +26,9 @@ _COLUMNS = (
 
 def plan_report(catalog_path: Path, env: str | None) -> dict[str, Any]:
     """The whole plan: one flat row per model and role (catalog order) and the pools' node usage."""
+    from lwsflow.cli.output import about_file, warn_about_catalog
     from lwsflow.components.catalog import load_catalog
     from lwsflow.components.sizing import check_pool_capacity, pool_usage, size_catalog
-    from lwsflow.pipelines.cli.output import about_file, warn_about_catalog
 
     catalog = load_catalog(catalog_path)
     warn_about_catalog(catalog, catalog_path)

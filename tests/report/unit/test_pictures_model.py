@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from lwsflow import report as pictures
 from lwsflow.controller.kube.events import ROLLOUT_ID
-from lwsflow.pipelines import pictures
-from lwsflow.pipelines.pictures import model, records
-from lwsflow.pipelines.pictures.records import Stage, Trace
+from lwsflow.report import model, records
+from lwsflow.report.records import Stage, Trace
 
 T0 = 1_800_000_000.0
 A, B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"

@@ -1,7 +1,7 @@
 """What a person does to a RolloutPolicy: promote, pause, resume, abort, retry.
 
-One implementation for every front end: ``kubectl lwsflow`` (``pipelines/kubectl_plugin.py``) and
-``lwsflow dashboard``'s buttons (``pipelines/dashboard/server.py``) both call these functions with a
+One implementation for every front end: ``kubectl lwsflow`` (``cli/kubectl_plugin.py``) and
+``lwsflow dashboard``'s buttons (``dashboard/server.py``) both call these functions with a
 ``Kube`` built from the user's own kubeconfig, so the cluster's RBAC decides, and a 403 reaches the
 caller as :class:`~lwsflow.controller.errors.Forbidden`. Each writes what the in-cluster controller
 reads (annotations on the target or the policy) and returns the line the front end shows.

@@ -12,10 +12,10 @@ from markupsafe import Markup
 
 from lwsflow.controller.api.phases import PolicyAction, PolicyPhase
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.policy.actions import ACTIONS
 from lwsflow.controller.rollout.outcome import INCONCLUSIVE_REASON
-from lwsflow.pipelines.dashboard import charts, views
-from lwsflow.pipelines.dashboard.cache import Cache
-from lwsflow.pipelines.policy_actions import ACTIONS
+from lwsflow.dashboard import charts, views
+from lwsflow.dashboard.cache import Cache
 
 __all__ = ["ACTIONS", "NotShown", "Renderer"]
 

@@ -11,9 +11,9 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lwsflow.pipelines.pictures.records import Trace, collect, drawable
-from lwsflow.pipelines.pictures.stages import NothingToDraw, stages_figure
-from lwsflow.pipelines.pictures.timeline import timeline_figure
+from lwsflow.report.records import Trace, collect, drawable
+from lwsflow.report.stages import NothingToDraw, stages_figure
+from lwsflow.report.timeline import timeline_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

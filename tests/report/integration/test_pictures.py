@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lwsflow import report as pictures
+from lwsflow.cli import main
 from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.kube.events import ROLLOUT_ID
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY
@@ -18,10 +20,8 @@ from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.engine import LwsRollout, RolloutOptions
-from lwsflow.pipelines import pictures
-from lwsflow.pipelines.cli import main
-from lwsflow.pipelines.pictures import model, records
-from lwsflow.pipelines.pictures.records import Trace
+from lwsflow.report import model, records
+from lwsflow.report.records import Trace
 from reliability.rollout_env import NS, Env, lws_manifest, make_env, new_release
 
 STAGES = "1,50%,100%"

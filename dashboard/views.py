@@ -15,7 +15,7 @@ from typing import Any
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
-from lwsflow.pipelines.dashboard.cache import Cache
+from lwsflow.dashboard.cache import Cache
 
 # overview order: what needs a person first (failed, then paused or held at a gate), then the rest
 # (every phase ranked: tests/dashboard/unit/test_phases.py holds it to the CRD's enum)

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 _OURS = {"LeaderWorkerSet", "DisaggregatedSet", "DisaggregatedSetRoleScaler"}
 
@@ -113,7 +113,7 @@ def validate(
     if not quiet:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-    from lwsflow.pipelines.cli.output import print_error
+    from lwsflow.cli.output import print_error
 
     for line in problems:
         print_error(line)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 if TYPE_CHECKING:
     from lwsflow.components.prometheus import Prometheus
@@ -85,6 +85,7 @@ def run(
     = False,
 ) -> int:
     """Reconcile RolloutPolicies: stage every new template of their targets with the rollout engine."""
+    from lwsflow.cli.rollout import _configure_logging
     from lwsflow.controller.api.duration import parse_duration
     from lwsflow.controller.clock import WallClock
     from lwsflow.controller.errors import InvalidInput
@@ -94,7 +95,6 @@ def run(
     from lwsflow.controller.incluster.notify import Notifier
     from lwsflow.controller.kube.client import Kube
     from lwsflow.controller.rollout import session
-    from lwsflow.pipelines.cli.rollout import _configure_logging
 
     if namespace and all_namespaces:
         raise InvalidInput("--namespace and --all-namespaces exclude each other", field="namespace")

@@ -1,4 +1,4 @@
-"""`lwsflow dashboard`: a live web view of the RolloutPolicies (pipelines/dashboard, docs/dashboard.md)."""
+"""`lwsflow dashboard`: a live web view of the RolloutPolicies (dashboard, docs/dashboard.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lwsflow.pipelines.cli.app import app
+from lwsflow.cli.app import app
 
 
 @app.command()
@@ -19,6 +19,6 @@ def dashboard(
 ) -> None:
     """Serve a live view of the rollouts on 127.0.0.1 with your kubeconfig (your RBAC decides what
     it shows and what its buttons may do); prints the URL, runs until Ctrl-C."""
-    from lwsflow.pipelines.dashboard import run_until_interrupted
+    from lwsflow.dashboard import run_until_interrupted
 
     run_until_interrupted(kubeconfig=kubeconfig, namespace=None if all_namespaces else namespace, port=port)
