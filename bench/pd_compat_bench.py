@@ -35,8 +35,8 @@ from lwsflow.controller.api import labels as L  # noqa: E402
 from lwsflow.controller.errors import OperationFailed  # noqa: E402
 from lwsflow.controller.kube.client import Kube  # noqa: E402
 from lwsflow.controller.kube.resources import LWS, POD  # noqa: E402
+from lwsflow.controller.pd.compat import ALL_AT_ONCE, REFUSE  # noqa: E402
 from lwsflow.controller.rollout import gate, session  # noqa: E402
-from lwsflow.controller.rollout.compat import ALL_AT_ONCE, REFUSE  # noqa: E402
 from lwsflow.controller.rollout.engine import RolloutOptions  # noqa: E402
 from lwsflow.sim.config import ImageProfile  # noqa: E402
 from lwsflow.sim.testing import EmbeddedCluster  # noqa: E402

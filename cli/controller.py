@@ -35,11 +35,11 @@ from lwsflow.cli.app import app
 
 if TYPE_CHECKING:
     from lwsflow.components.prometheus import Prometheus
-    from lwsflow.controller.incluster.analysis import AnalysisFactory
+    from lwsflow.controller.analysis.incluster import AnalysisFactory
     from lwsflow.controller.incluster.driver import SmokeFactory
     from lwsflow.controller.kube.client import Kube
+    from lwsflow.controller.pd.compat import CompatProbe
     from lwsflow.controller.policy.model import SmokeCheck
-    from lwsflow.controller.rollout.compat import CompatProbe
     from lwsflow.controller.rollout.hooks import Hook
 
 controller_app = typer.Typer(help="The in-cluster rollout controller (RolloutPolicy).", no_args_is_help=True)

@@ -244,7 +244,7 @@ def _analysis(spec: Any, prometheus: str | None, kube: Kube, kubeconfig: str | N
 def _pd_probe_options(opts: RolloutOptions, target: Target, manifest: str | None, probe: bool,
                       on_incompatible: str | None) -> None:
     from lwsflow.controller.errors import InvalidInput
-    from lwsflow.controller.rollout.compat import DS_NEEDS_MANIFEST, ON_INCOMPATIBLE
+    from lwsflow.controller.pd.compat import DS_NEEDS_MANIFEST, ON_INCOMPATIBLE
 
     if on_incompatible is not None:
         if on_incompatible not in ON_INCOMPATIBLE:
@@ -264,9 +264,9 @@ def _pd_probe_options(opts: RolloutOptions, target: Target, manifest: str | None
 def _strategy(tgt: Target, strategy: str, weights: str | None, stages: str, auto_budget: bool,
               manifest: str | None) -> list[int] | None:
     """Check ``--strategy`` and what goes with it; blue-green's weight stages, else None."""
+    from lwsflow.controller.bluegreen.plan import DEFAULT_WEIGHTS, parse_weights
     from lwsflow.controller.errors import InvalidInput
     from lwsflow.controller.rollout import session
-    from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
 
     session.check_strategy(strategy, tgt)
     if strategy != "blue-green":

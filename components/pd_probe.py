@@ -1,4 +1,4 @@
-"""The cross-revision P/D compatibility probe (controller/rollout/compat.py): before a P/D rollout mixes
+"""The cross-revision P/D compatibility probe (controller/pd/compat.py): before a P/D rollout mixes
 revisions, hand KV off from a new-revision prefill pod to an old-revision decode pod and the reverse,
 over HTTP against the engines (smoke-reference §4.3 recipes 5 and 6).
 
@@ -37,8 +37,8 @@ from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError, Fenced, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, NODE, POD
+from lwsflow.controller.pd.compat import CompatContext, CompatProbe, CompatResult, RoleRevision
 from lwsflow.controller.rollout import capacity, gate
-from lwsflow.controller.rollout.compat import CompatContext, CompatProbe, CompatResult, RoleRevision
 
 log = logging.getLogger("lwsflow.pd_probe")
 

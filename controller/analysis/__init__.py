@@ -2,5 +2,6 @@
 
 ``spec`` (what a user writes), ``condition`` (its conditions, in CEL), ``evaluate`` (pure judging),
 ``providers`` (Prometheus / HTTP / command I/O), ``run`` (the measuring loop), ``templates`` (built-in
-vLLM and SGLang specs). See docs/analysis.md.
+vLLM and SGLang specs), ``incluster`` (a RolloutPolicy's analysis in the controller) and ``status``
+(its record in the policy's status). See docs/analysis.md.
 """

@@ -6,7 +6,7 @@ CRD read exactly as the bare strings did; comparisons against values read back f
 a plain ``str`` (the simulator's schema check and the YAML dumpers match the exact type).
 
 Not here yet: the analysis verdicts (``successful``/``failed``/``inconclusive``/``error``,
-``analysis/evaluate.py``) and the blue-green executor's phases (``rollout/bluegreen_plan.py``).
+``analysis/evaluate.py``) and the blue-green executor's phases (``bluegreen/plan.py``).
 """
 
 from __future__ import annotations

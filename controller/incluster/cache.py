@@ -25,7 +25,7 @@ from lwsflow.controller.errors import NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.informer import Informer, key_of
 from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
-from lwsflow.controller.rollout.pd import pair_of
+from lwsflow.controller.pd.pair import pair_of
 
 Target = tuple[str, str, str]  # (kind, namespace, name)
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from lwsflow.controller.api.wire import Obj
-from lwsflow.controller.incluster import lifecycle, pd_gate
+from lwsflow.controller.incluster import lifecycle
+from lwsflow.controller.pd import incluster as pd_gate
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.rollout import state
@@ -34,7 +35,7 @@ class Verdict(StrEnum):
     NOT_OWNER = "NotOwner"  # an older policy names the same target: TargetOwned, nothing written to it
     TARGET_MISSING = "TargetNotFound"  # the target is not there (or not what the kind says)
     STALE = "Stale"  # the cache has not seen the last rollout's last writes: their events re-enqueue it
-    BLUE_GREEN = "BlueGreen"  # a blue-green pair: its own reconcile (incluster/bluegreen.py)
+    BLUE_GREEN = "BlueGreen"  # a blue-green pair: its own reconcile (bluegreen/incluster.py)
     ROLL = "Roll"  # a partition rollout: decide_rollout, then the status
 
 

@@ -17,23 +17,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lwsflow.controller.analysis.incluster import unavailable_hook
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.duration import duration_seconds
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.incluster import pd_gate
-from lwsflow.controller.incluster.analysis import unavailable_hook
 from lwsflow.controller.kube import watch
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, Resource
+from lwsflow.controller.pd import incluster as pd_gate
+from lwsflow.controller.pd.compat import CompatProbe
+from lwsflow.controller.pd.pair import ROLES, PairRollout, find_pair
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.model import Check, RolloutPolicySpec, SmokeCheck
 from lwsflow.controller.rollout import planner, state
-from lwsflow.controller.rollout.compat import CompatProbe
-from lwsflow.controller.rollout.engine import Outcome, Rollout, finish
+from lwsflow.controller.rollout.engine import Outcome, Rollout, Wiring, finish
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, command_hook, http_probe, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
-from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
 from lwsflow.controller.rollout.session import budget_patch, capacity_preflight, engine_for
 from lwsflow.controller.rollout.target import Follower
 
@@ -122,7 +122,7 @@ class DriverDeps:
     on_gate: Callable[[int, float], None] | None = None  # (stage, wall seconds waited at a manual gate)
     on_check: Callable[[str, bool], None] | None = None  # each check's (detail, passed)
     analysis: Hook | None = None  # the policy's analysis, run after every stage's checks
-    pd_probe: CompatProbe | None = None  # the policy's pdProbe (pd_gate.py)
+    pd_probe: CompatProbe | None = None  # the policy's pdProbe (pd/incluster.py)
     on_probe: pd_gate.OnProbe | None = None  # records the probe's verdict on the policy
     waiter: Waiter | None = None  # manual gates wait on the controller's cache (None: watch the target)
     follower: Follower | None = None  # the engine's gate waits on the controller's cache (None: watches)
@@ -204,7 +204,7 @@ class Driver:
                                          budget_patch(live, checked, kind == "ds"),
                                          field_manager=L.FIELD_MANAGER)
         eng = engine_for(kind)(self.kube, self.ns, self.ref.name, self.opts, self.clock,
-                               follower=self.follower)
+                               wiring=Wiring(follower=self.follower))
         eng.t.checkpoint("begin")
         first: Obj | None = live  # just read: the first decision needs no second GET
         while not self.stop.is_set():

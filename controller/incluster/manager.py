@@ -21,7 +21,7 @@ replicas, so groups not yet updated keep serving and the floor holds.
 
 Blue-green (``strategy: blue-green``, a pair): the synced template is not rolled in place but run as a
 green pair beside the blue one, traffic moved by HTTPRoute weights, then folded back into the Git-named
-pair (``incluster/bluegreen.py``, ``rollout/bluegreen.py``); the status is the HTTPRoute's state.
+pair (``bluegreen/incluster.py``, ``bluegreen/executor.py``); the status is the HTTPRoute's state.
 """
 
 from __future__ import annotations
@@ -34,50 +34,38 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
+from lwsflow.controller.analysis.incluster import AnalysisFactory, AnalysisRecorder, recorded_hook
 from lwsflow.controller.api import labels as L
-from lwsflow.controller.api.labels import ROLLOUT_PREFIX
 from lwsflow.controller.api.phases import PolicyPhase
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.bluegreen import incluster as bg
+from lwsflow.controller.bluegreen import status as bgstatus
+from lwsflow.controller.bluegreen.executor import BlueGreenRollout
+from lwsflow.controller.bluegreen.plan import BlueGreenState
 from lwsflow.controller.clock import Clock
-from lwsflow.controller.errors import ApiError, Fenced, InvalidInput, NotFound
-from lwsflow.controller.incluster import announce, cache, decide, lifecycle, pd_gate
-from lwsflow.controller.incluster import bluegreen as bg
-from lwsflow.controller.incluster.analysis import AnalysisFactory, AnalysisRecorder, recorded_hook
+from lwsflow.controller.errors import InvalidInput, NotFound
+from lwsflow.controller.incluster import adoption, announce, cache, decide, lifecycle
 from lwsflow.controller.incluster.cache import Caches
 from lwsflow.controller.incluster.core import InformerLoop
 from lwsflow.controller.incluster.driver import Driver, DriverDeps, Job, SmokeFactory, options, resource_of
 from lwsflow.controller.incluster.leader import LeaderElector
 from lwsflow.controller.incluster.metrics import Metrics
 from lwsflow.controller.incluster.notify import Notifier
+from lwsflow.controller.incluster.workers import Workers
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
-from lwsflow.controller.kube.resources import DS, LWS, ROLLOUT_POLICY
-from lwsflow.controller.policy import bluegreen_status as bgstatus
+from lwsflow.controller.kube.resources import LWS, ROLLOUT_POLICY
+from lwsflow.controller.pd import incluster as pd_gate
+from lwsflow.controller.pd.compat import CompatContext, CompatProbe, CompatResult
+from lwsflow.controller.pd.pair import find_pair
 from lwsflow.controller.policy import gates, problems
 from lwsflow.controller.policy import status as pstatus
 from lwsflow.controller.policy.model import RolloutPolicySpec
-from lwsflow.controller.rollout import gate, state
-from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
-from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
-from lwsflow.controller.rollout.compat import CompatContext, CompatProbe, CompatResult
-from lwsflow.controller.rollout.ds import DsKind
+from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.hooks import Hook, HookContext
 from lwsflow.controller.rollout.outcome import Outcome
-from lwsflow.controller.rollout.pd import find_pair
 
 log = logging.getLogger("lwsflow.controller")
-
-LAST_GOOD = ROLLOUT_PREFIX + "last-good-template"
-
-
-@dataclass
-class _Worker:
-    thread: threading.Thread
-    stop: threading.Event  # set when the policy is deleted or the controller stops: writes fenced
-    kube: Kube  # its own view: fenced on ``stop``, counting its requests, remembering what it wrote
-    generation: int  # the policy generation the rollout runs under
-    spec: RolloutPolicySpec
-
 
 @dataclass
 class Controller:
@@ -94,9 +82,6 @@ class Controller:
     worker_count: int = 4  # reconcile workers
     stall_s: float = 120.0  # /healthz fails when a reconcile has been stuck this long (wall seconds)
     stop: threading.Event = field(default_factory=threading.Event)
-    workers: dict[str, _Worker] = field(default_factory=dict)
-    refusals: dict[str, str] = field(default_factory=dict)  # policy -> why its rollout could not start
-    refused: dict[str, decide.Refusal] = field(default_factory=dict)  # partition rollouts refused up front
     settling: dict[str, tuple[str, float]] = field(default_factory=dict)  # policy -> (pair hash, since)
     synced: bool = False  # every policy enqueued once (readiness)
     series: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # policy -> its metric labels
@@ -107,6 +92,7 @@ class Controller:
             if self.notifier is not None:  # its webhook posts too: a deposed leader announces nothing
                 self.notifier.fence = self.kube.fenced
         self.events = EventRecorder(self.kube, self.clock.now)
+        self.workers = Workers(self.kube, self.metrics, self.wake_policy)  # the rollout threads
         self.cache: Caches | None = None
         self.loop: InformerLoop | None = None
 
@@ -117,8 +103,7 @@ class Controller:
             self.loop = InformerLoop(self)
             self.loop.run()
         finally:
-            for worker in list(self.workers.values()):
-                worker.stop.set()
+            self.workers.stop_all()
 
     def healthy(self) -> bool:
         """/healthz: False when the loop has made no progress for ``stall_s`` (the kubelet restarts
@@ -211,19 +196,19 @@ class Controller:
         key = f"{ns}/{name}"
         old: Obj = policy.get("status") or {}
         gen, probed = int(meta.get("generation", 0)), pd_gate.enabled(spec)
-        if self._idle(key):
+        if self.workers.idle(key):
             self._apply(key, policy, spec, objs, decide.decide_rollout(decide.Observed(
                 objs=objs, generation=gen, retry_asked=(meta.get("annotations") or {}).get(gates.RETRY),
                 kind=spec.targetRef.kind, probed=probed,
                 held=pd_gate.holds(old, objs, gen, self.clock.now()) if probed else None,
-                refused=self.refused.get(key), settling=self.settling.get(key),
+                refused=self.workers.refused.get(key), settling=self.settling.get(key),
                 pair_hash=bg.pair_hash(objs) if probed else "", template_key=pd_gate.template_key(objs),
-                now=time.monotonic(), fully_rolled=lambda o: self._fully_rolled(spec, o))))
+                now=time.monotonic(), fully_rolled=lambda o: adoption.fully_rolled(self.kube, spec, o))))
             if self.cache is not None:  # an adoption just stored its answer in the cache
                 objs = self._targets(ns, spec)
         obj = objs[0]
-        running = self.workers.get(key)
-        if running is not None and running.thread.is_alive():  # the rollout's own spec and generation
+        running = self.workers.alive(key)
+        if running is not None:  # the rollout's own spec and generation
             spec, gen = running.spec, running.generation
         new = pstatus.compute(spec, obj, gen, old, state.iso(self.clock.now()), others=objs[1:])
         if probed:  # a refused (held) template or a probe in flight shows on the status
@@ -247,16 +232,17 @@ class Controller:
         ns, name, key = meta["namespace"], meta["name"], f"{meta['namespace']}/{meta['name']}"
         old: Obj = policy.get("status") or {}
         route, st = bg.route_state(self.kube, ns, spec.targetRef.name)
-        if self._idle(key):
+        refusals = self.workers.refusals
+        if self.workers.idle(key):
             adopted = False
             for obj in objs:
-                if not st.active and self._adopt_first_sight(spec, obj, state.RolloutState.from_object(obj)):
+                if not st.active and adoption.adopt_first_sight(self.kube, self.cache, spec, obj):
                     adopted = True
             if adopted:
                 objs = self._targets(ns, spec, live=True)
             retry = bg.decide(policy, objs, st)
             if retry is None:
-                self.refusals.pop(key, None)  # nothing to roll (any more)
+                refusals.pop(key, None)  # nothing to roll (any more)
             elif st.active or self._settled(key, bg.pair_hash(objs)):
                 if self.cache is not None and not live:  # a second pair is made: act on the API's copies
                     objs = self._targets(ns, spec, live=True)
@@ -268,32 +254,22 @@ class Controller:
                                state.iso(self.clock.now()))
         new = lifecycle.target_found(new, old, spec, state.iso(self.clock.now()))
         if st.active:
-            self.refusals.pop(key, None)
-        elif key in self.refusals:
-            new["message"] = f"blue-green refused: {self.refusals[key]}"[:500]
+            refusals.pop(key, None)
+        elif key in refusals:
+            new["message"] = f"blue-green refused: {refusals[key]}"[:500]
         self.metrics.stage.labels(namespace=ns, policy=name, target=spec.targetRef.name).set(
             new["currentStage"])
         if not pstatus.same(old, new):
             self._transitions(policy, spec, old, new)
             self._write_status(policy, new)
 
-    def _idle(self, key: str) -> bool:
-        """No rollout of this policy runs (an ended one's last writes are waited for by ``_caught_up``)."""
-        worker = self.workers.get(key)
-        if worker is None:
-            return True
-        if worker.thread.is_alive():
-            return False
-        del self.workers[key]
-        return True
-
     def _refusal(self, key: str, objs: list[Obj], generation: int) -> str | None:
         """Why this policy's rollout of these templates was refused up front, while that holds (the
         same templates and generation, within REFUSAL_RETRY_S); None: nothing holds it."""
-        check = decide.refusal(self.refused.get(key), pd_gate.template_key(objs), generation,
+        check = decide.refusal(self.workers.refused.get(key), pd_gate.template_key(objs), generation,
                                time.monotonic())
         if check.expired:
-            del self.refused[key]
+            del self.workers.refused[key]
         if check.recheck_s is not None:
             self.recheck_after(key, check.recheck_s)
         return check.why
@@ -337,7 +313,7 @@ class Controller:
                                     log=lambda m: log.info("%s: %s", key, m.strip()),
                                     on_step=lambda _step: self.wake_policy(key),
                                     cache=bg.cache_reads(self.cache)).run
-        self._spawn(key, policy, spec, make)
+        self.workers.spawn(key, int(policy["metadata"].get("generation", 0)), spec, make)
 
     def _targets(self, ns: str, spec: RolloutPolicySpec, *, live: bool = False) -> list[Obj]:
         """The target's objects (a pair: decode first, it carries the promotion marks): from the cache,
@@ -355,57 +331,20 @@ class Controller:
         """Carry out an idle policy's decision: its writes in order, its timers, its rechecks, its driver."""
         for effect in d.effects:
             if effect.kind is decide.EffectKind.ADOPT:
-                self._adopt(spec, objs[effect.index])
+                adoption.adopt(self.kube, self.cache, spec, objs[effect.index])
             elif effect.template is not None:
-                self._reapply_failed(policy, objs[effect.index], effect.template)
+                msg = adoption.reapply_failed(self.kube, self.cache, objs[effect.index], effect.template)
+                log.info("%s: %s", key, msg)
+                self.events.emit(policy, "RetryReapplied", msg)
+                self.wake_policy(key)
         if d.refusal_expired:
-            self.refused.pop(key, None)
+            self.workers.refused.pop(key, None)
         if d.settling is not None:
             self.settling[key] = d.settling
         for delay in d.rechecks:
             self.recheck_after(key, delay)
         if d.start is not None:
             self._start_worker(key, policy, spec, objs, d.start)
-
-    def _reapply_failed(self, policy: Obj, obj: Obj, failed: Obj) -> None:
-        """A retry asked after the rollback took the failed template off the target: put the template
-        the rollback recorded back (frozen at partition = replicas); the next pass rolls it out as the
-        retry. A DisaggregatedSet has no partition to hold it: `kubectl lwsflow retry` refuses it."""
-        st = state.RolloutState.from_object(obj)
-        meta = obj["metadata"]
-        out = self.kube.merge_patch(LWS, meta["namespace"], meta["name"], gates.reapply_patch(obj, failed),
-                                    field_manager=L.FIELD_MANAGER)
-        if self.cache is not None:  # the status computed next (and the next pass) read the re-applied copy
-            self.cache.lws.store(out)
-        msg = (f"retry of rollout {st.id}: template {st.target_hash} put back on LeaderWorkerSet/"
-               f"{meta['name']} (partition {gate.replicas(obj)}); its rollout starts again")
-        log.info("%s/%s: %s", meta["namespace"], policy["metadata"]["name"], msg)
-        self.events.emit(policy, "RetryReapplied", msg)
-        self.wake_policy(f"{meta['namespace']}/{policy['metadata']['name']}")
-
-    def _fully_rolled(self, spec: RolloutPolicySpec, obj: Obj) -> bool:
-        if spec.targetRef.kind == "DisaggregatedSet":  # a DS without status: judged by its child LWS
-            ns = str(obj["metadata"].get("namespace") or "")
-            return gate.ds_gate(obj, DsKind(self.kube, ns).children(obj)).passed
-        return gate.lws_fully_rolled(obj).passed
-
-    def _adopt_first_sight(self, spec: RolloutPolicySpec, obj: Obj, st: state.RolloutState) -> bool:
-        """First sight of a target (no stable template, no rollout) fully rolled: what runs everywhere is
-        the stable revision, adopted as such. Whether it was adopted."""
-        if pstatus.stable_hash(st) or st.id or not self._fully_rolled(spec, obj):
-            return False
-        self._adopt(spec, obj)
-        return True
-
-    def _adopt(self, spec: RolloutPolicySpec, obj: Obj) -> None:
-        meta = obj["metadata"]
-        res = resource_of(spec.targetRef.kind) if spec.targetRef.kind != "LeaderWorkerSetPair" else LWS
-        out = self.kube.merge_patch(res, meta["namespace"], meta["name"], {"metadata": {
-            "resourceVersion": meta["resourceVersion"],
-            "annotations": {LAST_GOOD: state.pack(state.template_of(obj))}}}, field_manager=L.FIELD_MANAGER)
-        if self.cache is not None:  # the status computed next reads the adopted copy
-            (self.cache.ds if res == DS else self.cache.lws).store(out)
-        log.info("%s/%s: adopted the running template as stable", meta["namespace"], meta["name"])
 
     def _start_worker(self, key: str, policy: Obj, spec: RolloutPolicySpec, objs: list[Obj],
                       retry: bool) -> None:
@@ -433,7 +372,7 @@ class Controller:
                       probed=(policy.get("status") or {}).get("pdProbe"),
                       seen=objs[0] if self.cache is not None and len(objs) == 1 else None)
             return Driver(deps, job).run
-        self._spawn(key, policy, spec, make, hold=hold)
+        self.workers.spawn(key, int(policy["metadata"].get("generation", 0)), spec, make, hold=hold)
 
     def _analysis_hook(self, policy: Obj, spec: RolloutPolicySpec,
                        rollout_id: Callable[[HookContext], str] | None = None, *,
@@ -461,59 +400,15 @@ class Controller:
     def _count_check(self, detail: str, ok: bool) -> None:
         self.metrics.checks.labels(result="passed" if ok else "failed").inc()
 
-    def _spawn(self, key: str, policy: Obj, spec: RolloutPolicySpec,
-               make: Callable[[Kube, threading.Event], Callable[[], Outcome | None]], *,
-               hold: tuple[str, int] | None = None) -> None:
-        """Run one rollout on its own thread, its outcome counted and logged. The rollout gets its own
-        view of the connection: its own request counter (its report counts its requests) and a fence
-        that refuses its writes once it is stopped (its policy deleted, the controller stopping)."""
-        stop = threading.Event()
-        kube = self.kube.view(fence=lambda: "the rollout was stopped (policy deleted or controller "
-                                            "stopping)" if stop.is_set() else None)
-        run = make(kube, stop)
-
-        def work() -> None:
-            try:
-                out = run()
-                if out is not None:
-                    self.metrics.rollouts.labels(outcome=out.result).inc()
-                    self.metrics.record_report(out.report)
-                    log.info("%s: %s", key, out.message)
-            except Fenced as exc:  # stopped, or no longer provably the leader: held where it is
-                log.info("%s: rollout stopped: %s", key, exc)
-            except ApiError as exc:  # e.g. 403 from RBAC: one line; the next pass tries again
-                log.warning("%s: rollout: %s", key, exc)
-                self.metrics.reconcile_errors.inc()
-            except InvalidInput as exc:  # e.g. no room for a green pair: shown in the status, retried
-                log.warning("%s: rollout refused: %s", key, exc)
-                self.refusals[key] = str(exc)
-                if hold is not None:  # held until the templates or the policy change, or the retry window
-                    self.refused[key] = decide.Refusal(*hold, time.monotonic(), str(exc))
-                self.metrics.reconcile_errors.inc()
-            except Exception:  # a driver's crash must not take the controller down; the state is safe
-                log.exception("%s: rollout driver failed", key)
-                self.metrics.reconcile_errors.inc()
-            finally:
-                self.wake_policy(key)
-
-        t = threading.Thread(target=work, name=f"rollout-{key}", daemon=True)
-        gen = int(policy["metadata"].get("generation", 0))
-        self.workers[key] = _Worker(t, stop, kube, gen, spec)
-        t.start()
-
     # -- the life of a policy ----------------------------------------------------------------------
     def forget(self, key: str) -> None:
         """A deleted policy: stop its rollout (its writes fenced from now on; the target is held where
         it is) and drop its metric series and memory."""
-        worker = self.workers.pop(key, None)
-        if worker is not None and worker.thread.is_alive():
-            worker.stop.set()
+        if self.workers.stop(key):
             log.info("%s: policy deleted; its rollout is stopped and the target held where it is", key)
         labels = self.series.pop(key, None)
         if labels is not None:
             self.metrics.forget(*labels)
-        self.refusals.pop(key, None)
-        self.refused.pop(key, None)
         self.settling.pop(key, None)
 
     def _track_series(self, key: str, spec: RolloutPolicySpec) -> None:

@@ -51,7 +51,7 @@ def _flags(kube: Kube, namespace: str, policy: str, **flags: bool) -> None:
     p = get_policy(kube, namespace, policy)
     target = target_of(p)
     if (p.get("spec") or {}).get("strategy") == "blue-green":  # its state and flags are on the HTTPRoute
-        from lwsflow.controller.rollout.bluegreen import request
+        from lwsflow.controller.bluegreen.executor import request
 
         request(kube, namespace, target.name, **flags)
         return

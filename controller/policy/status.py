@@ -97,7 +97,7 @@ DRIVER_KEYS = ("analysis", "pdProbe")  # written by the rollout's driver, never 
 
 def derived(s: Obj) -> Obj:
     """The part of a status this module derives: all but ``analysis`` and ``pdProbe``, which the
-    rollout's driver writes (``policy/analysis_status.py``, ``incluster/pd_gate.py``); a status write
+    rollout's driver writes (``analysis/status.py``, ``pd/incluster.py``); a status write
     leaves them to the driver."""
     return {k: v for k, v in s.items() if k not in DRIVER_KEYS}
 

@@ -40,7 +40,7 @@ HUMAN_PHASES = (PolicyPhase.WAITING_FOR_PROMOTION, PolicyPhase.PAUSED)
 
 
 def verdict(status: Obj, template_hash: str) -> str | None:
-    """"Succeeded", a failed phase, "Refused" (the P/D probe held the template: incluster/pd_gate.py),
+    """"Succeeded", a failed phase, "Refused" (the P/D probe held the template: pd/incluster.py),
     or None (no verdict on ``template_hash`` yet)."""
     probe = status.get("pdProbe") or {}
     if probe.get("verdict") == "Refused" and template_hash in str(probe.get("templateKey") or "").split(","):

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.phases import Result
@@ -58,7 +59,22 @@ class _Pending:
 _PENDING = _Pending()
 
 __all__ = ["ABORTED", "FAILED", "PAUSED", "PAUSED_INCONCLUSIVE", "ROLLED_BACK", "SUCCEEDED", "Interrupted",
-           "LwsRollout", "Outcome", "Rollout", "RolloutOptions", "finish"]
+           "LwsRollout", "Outcome", "Rollout", "RolloutOptions", "Wiring", "finish"]
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a caller plugs into one executor beside its target and options (all optional): where its
+    Events and its report go (a pair's two roles share them), the role it drives in a pair, a callback
+    at each step (tests stop a rollout there), a reason to hold the gate (the pair's max-skew) and the
+    informer to follow instead of watching the API (the in-cluster controller)."""
+
+    recorder: EventRecorder | None = None
+    report: RolloutReport | None = None
+    role: str = ""
+    on_step: Callable[[str], None] | None = None
+    extra_guard: Callable[[Obj], str | None] | None = None  # a reason to hold, or None
+    follower: Follower | None = None
 
 
 class Rollout:
@@ -66,22 +82,20 @@ class Rollout:
 
     def __init__(self, kube: Kube, namespace: str, name: str, opts: RolloutOptions, clock: Clock, *,
                  strategy: KindStrategy | None = None, manifest: Obj | None = None,
-                 recorder: EventRecorder | None = None, report: RolloutReport | None = None,
-                 role: str = "", on_step: Callable[[str], None] | None = None,
-                 extra_guard: Callable[[Obj], str | None] | None = None,
-                 follower: Follower | None = None) -> None:
+                 wiring: Wiring = Wiring()) -> None:
         self.strategy: KindStrategy = strategy or LwsKind()
         self.opts = self.strategy.options(opts)
         # a 429's Retry-After is honoured in full while it fits the current stage's deadline
         kube = kube.with_deadline(self._stage_time_left)
         self.kube, self.ns, self.name, self.clock = kube, namespace, name, clock
         self.manifest = manifest
-        self.events = recorder or EventRecorder(kube, clock.now)
-        self.report = report or RolloutReport(self.strategy.kind, namespace, name)
-        self.role = role
-        self.extra_guard = extra_guard  # P/D max-skew: returns a reason to hold, or None
-        self.t = Target(kube, self.strategy.res, namespace, name, clock, self.report, self.events, role,
-                        on_step or (lambda _s: None), poll=self.strategy.poll_s, follower=follower)
+        self.events = wiring.recorder or EventRecorder(kube, clock.now)
+        self.report = wiring.report or RolloutReport(self.strategy.kind, namespace, name)
+        self.role = wiring.role
+        self.extra_guard = wiring.extra_guard  # P/D max-skew: returns a reason to hold, or None
+        self.t = Target(kube, self.strategy.res, namespace, name, clock, self.report, self.events,
+                        wiring.role, wiring.on_step or (lambda _s: None), poll=self.strategy.poll_s,
+                        follower=wiring.follower)
         self.failure = Rollback(self.t, self.strategy, self.opts)
         self.conflicts = ConflictBackoff(clock, deadline_s=self.opts.deadline_s)
         self._done_wall = time.monotonic()  # when the current stage finished (gate, bake, hooks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lwsflow.controller.rollout.compat import REFUSE, CompatProbe
+from lwsflow.controller.pd.compat import REFUSE, CompatProbe
 from lwsflow.controller.rollout.hooks import Hook
 
 

@@ -18,16 +18,16 @@ from lwsflow.controller.clock import Clock, ClusterClock, WallClock
 from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import BY_KIND, LWS, NODE, POD, Resource
+from lwsflow.controller.pd.guard import guard_ds, guard_pair
+from lwsflow.controller.pd.pair import ROLES, PairRollout, find_pair
 from lwsflow.controller.rollout import capacity, gate, quota, state
 from lwsflow.controller.rollout.ds import DsKind, ds_rollout, refuse_pause
-from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions
-from lwsflow.controller.rollout.pd import ROLES, PairRollout, find_pair
-from lwsflow.controller.rollout.pd_guard import guard_ds, guard_pair
+from lwsflow.controller.rollout.engine import Outcome, Rollout, RolloutOptions, Wiring
 from lwsflow.controller.rollout.stages import resolve_stages
 from lwsflow.controller.yamlio import load_yaml_documents
 
 if TYPE_CHECKING:
-    from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
+    from lwsflow.controller.bluegreen.plan import BlueGreenState
 
 # used with fullmatch: a "$" would let "lws/x\n" through as lws/x
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -83,7 +83,7 @@ def cluster_clock(kube: Kube) -> Clock:
     return ClusterClock(lambda: kube.get_json(_CLOCK_PATH), first=first)
 
 
-# the suffix a blue-green gives a pair's name (bluegreen_plan.revision: 8 hex)
+# the suffix a blue-green gives a pair's name (bluegreen/plan.revision: 8 hex)
 _REV_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 
 
@@ -295,9 +295,9 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
                                f"({bg.phase}); run it again with --strategy blue-green to resume it",
                                field="strategy")
     if strategy == "blue-green":
-        from lwsflow.controller.rollout.bluegreen import BlueGreenRollout
-        from lwsflow.controller.rollout.bluegreen_kinds import kind_for
-        from lwsflow.controller.rollout.bluegreen_plan import DEFAULT_WEIGHTS, parse_weights
+        from lwsflow.controller.bluegreen.executor import BlueGreenRollout
+        from lwsflow.controller.bluegreen.kinds import kind_for
+        from lwsflow.controller.bluegreen.plan import DEFAULT_WEIGHTS, parse_weights
 
         return BlueGreenRollout(kube, target.namespace, target.name, opts, clock,
                                 weights=weights or parse_weights(DEFAULT_WEIGHTS), manifests=docs or None,
@@ -310,7 +310,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
             _refuse_other_manifest(live[role], docs.get(role))
         switched = False
         fresh = not state.any_active(live[r] for r in ROLES)
-        if fresh and opts.pd_probe is not None:  # before anything mixes revisions (pd_guard.py)
+        if fresh and opts.pd_probe is not None:  # before anything mixes revisions (pd/guard.py)
             opts, switched = guard_pair(kube, clock, target.namespace, target.name, opts, docs, live, log)
         if not switched:
             current = {r: docs.get(r) or live[r] for r in ROLES}
@@ -340,14 +340,14 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
             else:
                 doc = checked
     return engine_for(target.kind)(kube, target.namespace, target.name, opts, clock,
-                                   manifest=doc, on_step=on_step).run()
+                                   manifest=doc, wiring=Wiring(on_step=on_step)).run()
 
 
 def blue_green_state(kube: Kube, target: Target) -> BlueGreenState | None:
     """The blue-green state naming ``target`` (an LWS, a pair or a DS) as blue, from its HTTPRoute
     (None: none, or no Gateway API on the cluster)."""
-    from lwsflow.controller.rollout.bluegreen import route_of
-    from lwsflow.controller.rollout.bluegreen_plan import BlueGreenState
+    from lwsflow.controller.bluegreen.executor import route_of
+    from lwsflow.controller.bluegreen.plan import BlueGreenState
 
     try:
         route = route_of(kube, target.namespace, target.name, target.kind)

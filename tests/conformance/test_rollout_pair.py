@@ -18,7 +18,7 @@ from rolloutkit import Watch, apply, equal, image, pair, partition, rollout, sa_
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.status import observed_current
-from lwsflow.controller.rollout.pd import skew
+from lwsflow.controller.pd.pair import skew
 from lwsflow.controller.yamlio import dump_yaml
 
 REPLICAS = {"prefill": 4, "decode": 2}

@@ -28,9 +28,9 @@ import yaml
 
 from lwsflow.cli import main
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, HTTP_ROUTE, INFERENCE_POOL, LWS, Resource
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, session
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.hooks import HookContext, HookResult

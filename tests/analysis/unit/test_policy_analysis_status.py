@@ -1,11 +1,11 @@
-"""status.analysis of a RolloutPolicy (controller/policy/analysis_status.py): every measurement counted,
+"""status.analysis of a RolloutPolicy (controller/analysis/status.py): every measurement counted,
 the last few kept in full, verdicts per stage, a new rollout starts afresh; the model and its CRD
 accept what it writes (issue 17)."""
 
 from __future__ import annotations
 
+from lwsflow.controller.analysis import status as ast
 from lwsflow.controller.analysis.evaluate import Measurement
-from lwsflow.controller.policy import analysis_status as ast
 from lwsflow.controller.policy.model import (
     ANALYSIS_MEASUREMENTS_LIMIT,
     RolloutPolicySpec,

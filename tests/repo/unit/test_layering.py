@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 NOT_SHIPPED = ("lwsflow.sim", "lwsflow.rehearsal")
 # package (as a path prefix) -> module prefixes it must never import
 FRONT_ENDS = ("lwsflow.cli", "lwsflow.dashboard", "lwsflow.report")
+# what drives a cluster: the rollout executors, the feature folders built on them, the operator
+DRIVERS = ("lwsflow.controller.rollout", "lwsflow.controller.bluegreen", "lwsflow.controller.pd",
+           "lwsflow.controller.incluster")
 FORBIDDEN = {
     "controller": ("lwsflow.components", "lwsflow.pipelines", *FRONT_ENDS, *NOT_SHIPPED),
     "components": ("lwsflow.pipelines", *FRONT_ENDS, *NOT_SHIPPED),
@@ -24,11 +27,11 @@ FORBIDDEN = {
     "dashboard": ("lwsflow.cli", "lwsflow.report", *NOT_SHIPPED),
     "report": ("lwsflow.cli", "lwsflow.dashboard", "lwsflow.pipelines", *NOT_SHIPPED),
     "cli": NOT_SHIPPED,
-    "controller/api": ("lwsflow.controller.rollout", "lwsflow.controller.kube"),
-    "controller/kube": ("lwsflow.controller.rollout",),
+    "controller/api": (*DRIVERS, "lwsflow.controller.kube"),
+    "controller/kube": DRIVERS,
     # The embedded cluster stands in for Kubernetes: it never reaches into the controller that drives it,
     # nor into the tools built on it.
-    "sim": ("lwsflow.controller.rollout", "lwsflow.controller.kube", "lwsflow.components",
+    "sim": (*DRIVERS, "lwsflow.controller.kube", "lwsflow.components",
             "lwsflow.pipelines", *FRONT_ENDS, "lwsflow.rehearsal"),
 }
 # The only imports against FORBIDDEN, each inside a function (never at import time), with its reason.

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lwsflow.cli import main
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.kube.resources import INFERENCE_POOL, LWS
-from lwsflow.controller.rollout import bluegreen_plan as P
 from tests.rollout.bluegreen_kit import (
     GREEN,
     KILL_AT_STAGE_2,

@@ -21,10 +21,10 @@ import pytest
 
 from lwsflow.cli import main
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.bluegreen import kinds as K
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.errors import InvalidInput
 from lwsflow.controller.kube.resources import DS, INFERENCE_POOL, LWS
-from lwsflow.controller.rollout import bluegreen_kinds as K
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate
 from lwsflow.controller.rollout.ds import DsKind
 from tests.rollout.bluegreen_kit import (

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.kube.resources import EVENT, HTTP_ROUTE, INFERENCE_POOL, LWS, ROLLOUT_POLICY
 from lwsflow.controller.policy.wait import verdict
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.sim.router import Router
 from reliability.incluster_env import RequestLog, install_rbac, running

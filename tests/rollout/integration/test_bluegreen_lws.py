@@ -9,8 +9,8 @@ controller puts on every pod (lws-semantics §a), so nothing is added to the pod
 from __future__ import annotations
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.bluegreen import kinds as K
 from lwsflow.controller.kube.resources import INFERENCE_POOL, LWS
-from lwsflow.controller.rollout import bluegreen_kinds as K
 from lwsflow.controller.rollout import session
 from lwsflow.controller.rollout.hooks import HookContext
 from lwsflow.controller.rollout.options import RolloutOptions

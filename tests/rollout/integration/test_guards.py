@@ -12,7 +12,7 @@ import pytest
 from lwsflow.controller.clock import ClusterClock, WallClock
 from lwsflow.controller.kube.resources import LWS, POD
 from lwsflow.controller.rollout import gate, state
-from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions, Wiring
 from lwsflow.controller.rollout.hooks import HookResult, command_hook, http_probe, run_hook
 from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
@@ -82,7 +82,7 @@ def _killed_during_rollback(env: Env, name: str) -> dict:
             raise Interrupted(step)
     with pytest.raises(Interrupted):
         LwsRollout(env.kube, NS, name, RolloutOptions(stages="1,100%", deadline_s=60), env.clock(),
-                   manifest=bad, on_step=stop).run()
+                   manifest=bad, wiring=Wiring(on_step=stop)).run()
     return bad
 
 
@@ -142,7 +142,8 @@ def test_ready_groups_below_the_floor_trip_the_guard(env: Env) -> None:
         if name == "stage-1-partition":  # group 3 is updating; take group 0 down too: 2 < floor 3
             env.kube.delete(POD, NS, "fl-0")
     out = LwsRollout(env.kube, NS, "fl", RolloutOptions(stages="1,100%", floor_grace_s=10, deadline_s=600),
-                     env.clock(), manifest=new_release(base), on_step=knock_out_an_old_group).run()
+                     env.clock(), manifest=new_release(base),
+                     wiring=Wiring(on_step=knock_out_an_old_group)).run()
     assert out.result == "rolled-back" and "below the floor" in out.message
     assert out.report.min_ready_groups == 2
     assert gate.lws_fully_rolled(env.kube.get(LWS, NS, "fl")).passed
@@ -157,7 +158,7 @@ def test_leader_worker_revision_skew_trips_the_guard(env: Env) -> None:
             env.kube.merge_patch(POD, NS, "sk-3-1", {"metadata": {"labels": {
                 "leaderworkerset.sigs.k8s.io/template-revision-hash": "someotherrev"}}})
     out = LwsRollout(env.kube, NS, "sk", RolloutOptions(stages="1,100%"), env.clock(),
-                     manifest=new_release(base), on_step=skew_a_worker).run()
+                     manifest=new_release(base), wiring=Wiring(on_step=skew_a_worker)).run()
     assert out.result == "rolled-back" and "revision skew in group 3" in out.message
 
 

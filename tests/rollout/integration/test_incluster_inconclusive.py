@@ -23,8 +23,8 @@ import pytest
 
 from lwsflow.cli import kubectl_plugin
 from lwsflow.components.analysis_hook import analysis_hook, revisions
+from lwsflow.controller.analysis.incluster import OnMeasurement
 from lwsflow.controller.analysis.spec import AnalysisSpec
-from lwsflow.controller.incluster.analysis import OnMeasurement
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import EVENT, LWS, ROLLOUT_POLICY

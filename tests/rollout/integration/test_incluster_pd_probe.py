@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from lwsflow.components.pd_probe import PROBE_LABEL, pd_probe
 from lwsflow.controller.api import labels as L
-from lwsflow.controller.incluster import pd_gate
 from lwsflow.controller.incluster.manager import Controller
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import EVENT, LWS, POD, ROLLOUT_POLICY
+from lwsflow.controller.pd import incluster as pd_gate
 from lwsflow.controller.policy.model import RolloutPolicySpec
 from lwsflow.controller.rollout import gate, session, state
 from lwsflow.controller.yamlio import load_yaml_documents

@@ -22,8 +22,8 @@ from lwsflow.components.smoke.model import Endpoint
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.errors import OperationFailed
 from lwsflow.controller.kube.resources import DS, LWS, POD
+from lwsflow.controller.pd.compat import ALL_AT_ONCE
 from lwsflow.controller.rollout import gate, session, state
-from lwsflow.controller.rollout.compat import ALL_AT_ONCE
 from lwsflow.controller.rollout.engine import RolloutOptions
 from lwsflow.sim.engine import start_engine
 from reliability.ports import ReservedPort

@@ -14,7 +14,7 @@ import pytest
 
 from lwsflow.controller.kube.resources import LWS
 from lwsflow.controller.rollout import gate, state
-from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions, Wiring
 from lwsflow.controller.yamlio import dump_yaml
 from reliability.rollout_env import NS, Env, lws_manifest, new_release
 
@@ -51,7 +51,8 @@ def test_interrupted_between_steps_resumes(env: Env, at: str) -> None:
     new = new_release(base)
     opts = RolloutOptions(stages=STAGES, deadline_s=600)
     with pytest.raises(Interrupted):
-        LwsRollout(env.kube, NS, "k", opts, env.clock(), manifest=new, on_step=_killer(at)).run()
+        LwsRollout(env.kube, NS, "k", opts, env.clock(), manifest=new,
+                   wiring=Wiring(on_step=_killer(at))).run()
     out = LwsRollout(env.kube, NS, "k", RolloutOptions(stages=STAGES, deadline_s=600), env.clock(),
                      manifest=new).run()
     assert out.result == "succeeded", out.message

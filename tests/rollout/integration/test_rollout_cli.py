@@ -16,7 +16,7 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.status import observed_current
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
-from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions
+from lwsflow.controller.rollout.engine import Interrupted, LwsRollout, RolloutOptions, Wiring
 from lwsflow.controller.yamlio import dump_yaml, dump_yaml_documents
 from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, make_env, new_release
 
@@ -185,7 +185,7 @@ def test_abort_rolls_back(env: Env) -> None:
             raise Interrupted(name)
     with pytest.raises(Interrupted):
         LwsRollout(env.kube, NS, "a", RolloutOptions(stages="1,2,3,100%"), env.clock(),
-                   manifest=new_release(base), on_step=stop).run()
+                   manifest=new_release(base), wiring=Wiring(on_step=stop)).run()
     assert main(cli(env, "abort", "lws/a")) == 1  # rolled back is not success
     final = env.kube.get(LWS, NS, "a")
     assert gate.lws_fully_rolled(final).passed
@@ -277,7 +277,7 @@ def test_another_manifest_while_one_is_in_progress_is_refused(env: Env, tmp_path
             raise Interrupted(name)
     with pytest.raises(Interrupted):
         LwsRollout(env.kube, NS, "busy", RolloutOptions(stages="1,2,3,100%"), env.clock(),
-                   manifest=new_release(base), on_step=stop).run()
+                   manifest=new_release(base), wiring=Wiring(on_step=stop)).run()
     other = tmp_path / "v3.yaml"
     other.write_text(dump_yaml(new_release(base, image="vllm:3")))
     seen = list(env.rec.partitions["busy"])
@@ -335,7 +335,7 @@ def _interrupted_at_stage_2(env: Env, name: str) -> dict:
             raise Interrupted(step)
     with pytest.raises(Interrupted):
         LwsRollout(env.kube, NS, name, RolloutOptions(stages="1,2,3,100%"), env.clock(),
-                   manifest=new_release(base), on_step=stop).run()
+                   manifest=new_release(base), wiring=Wiring(on_step=stop)).run()
     return base
 
 

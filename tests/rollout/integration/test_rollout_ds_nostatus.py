@@ -12,7 +12,7 @@ from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.ds import DsKind, ds_rollout
-from lwsflow.controller.rollout.engine import RolloutOptions
+from lwsflow.controller.rollout.engine import RolloutOptions, Wiring
 from reliability.rollout_env import NS, Env, ds_manifest, new_release
 
 
@@ -40,8 +40,8 @@ def test_ds_without_status_rolls_through_the_children_gate(env: Env) -> None:
     _create_ready(env, base)
     seen: list[list[dict]] = []
     out = ds_rollout(env.kube, NS, "dns", RolloutOptions(deadline_s=600), env.clock(),
-                     manifest=new_release(base), on_step=lambda n: seen.append(
-                         _children(env, "dns")) if n.endswith("gate-passed") else None).run()
+                     manifest=new_release(base), wiring=Wiring(on_step=lambda n: seen.append(
+                         _children(env, "dns")) if n.endswith("gate-passed") else None)).run()
     assert out.result == "succeeded", out.message
     rec = out.report.stages[0]
     assert rec.gate["role:prefill"] and rec.gate["role:decode"] and rec.gate["oldRevisionsDrained"]

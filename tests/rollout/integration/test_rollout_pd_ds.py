@@ -6,10 +6,10 @@ import pytest
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.kube.resources import DS, LWS
+from lwsflow.controller.pd.pair import PairRollout, skew
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.ds import ds_rollout
-from lwsflow.controller.rollout.engine import Interrupted, RolloutOptions
-from lwsflow.controller.rollout.pd import PairRollout, skew
+from lwsflow.controller.rollout.engine import Interrupted, RolloutOptions, Wiring
 from reliability.rollout_env import NS, Env, ds_manifest, lws_manifest, new_release
 
 
@@ -108,8 +108,8 @@ def test_ds_rollout_gated_per_role(env: Env) -> None:
     env.create_ready(base)
     seen: list[dict] = []
     out = ds_rollout(env.kube, NS, "dis", RolloutOptions(deadline_s=600), env.clock(),
-                    manifest=new_release(base), on_step=lambda n: seen.append(
-                        env.kube.get(DS, NS, "dis")) if n.endswith("gate-passed") else None).run()
+                    manifest=new_release(base), wiring=Wiring(on_step=lambda n: seen.append(
+                        env.kube.get(DS, NS, "dis")) if n.endswith("gate-passed") else None)).run()
     assert out.result == "succeeded", out.message
     gate_checks = out.report.stages[0].gate
     assert gate_checks["role:prefill"] and gate_checks["role:decode"]

@@ -1,4 +1,4 @@
-"""The blue-green planner (controller/rollout/bluegreen_plan.py) from its inputs alone: weight stages,
+"""The blue-green planner (controller/bluegreen/plan.py) from its inputs alone: weight stages,
 green names and objects, the route's backendRefs at each weight, the persisted state and the next step
 (llm-d's P/D upgrade: a new InferencePool per revision, traffic moved by HTTPRoute weights)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.errors import InvalidInput
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import capacity
 
 REF = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}

@@ -1,7 +1,7 @@
 """The status of a ``strategy: blue-green`` RolloutPolicy, derived from its HTTPRoute's state.
 
 A blue-green persists its progress on the HTTPRoute (``rollout.lwsflow.io/bluegreen-*``, see
-``rollout/bluegreen_plan.py``), not on the pair's LWS; the keys and conditions are those of
+``bluegreen/plan.py``), not on the pair's LWS; the keys and conditions are those of
 :func:`lwsflow.controller.policy.status.compute`, so Events and the printer columns read the same.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 
 from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.bluegreen import plan as P
+from lwsflow.controller.bluegreen.executor import ABORTED, PAUSE
 from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
 from lwsflow.controller.policy.status import _condition, stable_hash
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import state
-from lwsflow.controller.rollout.bluegreen import ABORTED, PAUSE
 
 _FINAL = {P.SUCCEEDED: PolicyPhase.SUCCEEDED, P.ROLLED_BACK: PolicyPhase.ROLLED_BACK,
           P.FAILED: PolicyPhase.FAILED}

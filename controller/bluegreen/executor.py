@@ -1,9 +1,9 @@
 """Blue-green of a P/D pair, a DisaggregatedSet or an LWS, the executor: the I/O around
-:mod:`bluegreen_plan`.
+:mod:`plan`.
 
 ``lwsflow rollout pair/NAME|ds/NAME|lws/NAME --strategy blue-green --manifest FILE [--weights ...]``;
 what differs between the kinds (find blue, green objects, readiness, delete) is in
-:mod:`bluegreen_kinds`:
+:mod:`kinds`:
 
 1. find blue (the pair, the DS or the LWS), the InferencePool selecting its pods and the HTTPRoute sending
    traffic to it; check that green fits beside blue (GPUs per node pool, or refuse naming what is
@@ -42,14 +42,14 @@ from typing import Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.bluegreen import plan as P
+from lwsflow.controller.bluegreen.kinds import BlueGreenKind, PairBlueGreen, delete_if_present, exists
 from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import AlreadyExists, Conflict, InvalidInput, NotFound, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import HTTP_ROUTE, INFERENCE_POOL, LWS, NODE, POD, Resource
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import capacity, drain, gate, state
-from lwsflow.controller.rollout.bluegreen_kinds import BlueGreenKind, PairBlueGreen, delete_if_present, exists
 from lwsflow.controller.rollout.engine import finish
 from lwsflow.controller.rollout.hooks import HookContext, run_hook
 from lwsflow.controller.rollout.options import RolloutOptions
@@ -66,7 +66,7 @@ PAUSE = P.PREFIX + "pause"  # the id of the blue-green `kubectl lwsflow pause` h
 
 
 class Cached(Protocol):
-    """The in-cluster controller's cache, as a blue-green's waits read it (``incluster/bluegreen.py``)."""
+    """The in-cluster controller's cache, as a blue-green's waits read it (``bluegreen/incluster.py``)."""
 
     def cached(self, res: Resource, namespace: str, name: str) -> Obj | None:
         """The cached copy (None: not cached, not served or not synced yet; the API is asked)."""

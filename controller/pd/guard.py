@@ -20,8 +20,7 @@ from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import InvalidInput, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import LWS, NODE, POD
-from lwsflow.controller.rollout import capacity, gate, state
-from lwsflow.controller.rollout.compat import (
+from lwsflow.controller.pd.compat import (
     DS_NEEDS_MANIFEST,
     ON_INCOMPATIBLE,
     REFUSE,
@@ -32,6 +31,7 @@ from lwsflow.controller.rollout.compat import (
     blue_green_hint,
     refusal,
 )
+from lwsflow.controller.rollout import capacity, gate, state
 from lwsflow.controller.rollout.options import RolloutOptions
 
 PD_ROLES = ("prefill", "decode")

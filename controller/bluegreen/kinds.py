@@ -1,6 +1,6 @@
 """Blue-green per kind: what differs between a P/D pair (two LWS), a DisaggregatedSet and a single LWS.
 
-The executor (:mod:`bluegreen`) and the planner (:mod:`bluegreen_plan`: weights, route writes, state,
+The executor (:mod:`executor`) and the planner (:mod:`plan`: weights, route writes, state,
 next step) are written once; a kind answers the kind-specific questions, as :mod:`kinds` does for the
 partition engine: find blue and the labels of its leader pods, the revision and green names, the green
 objects, the selectors that keep each pool to its own pods, readiness, what the analysis compares, and
@@ -27,10 +27,10 @@ from typing import Protocol
 
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.bluegreen import plan as P
 from lwsflow.controller.errors import InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import DS, LWS, Resource
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import gate, state
 from lwsflow.controller.rollout.ds import DsKind
 from lwsflow.controller.rollout.gate import GateResult

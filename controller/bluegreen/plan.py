@@ -12,7 +12,7 @@ here, from its inputs alone, so a restarted controller plans the same objects an
   any green pod exists (InferencePool selectors are matchLabels only: without that the blue pool's
   model selector would also take the green pods). A DisaggregatedSet (``ds/NAME``) gets a green DS
   ``<base>-<rev>`` and the pools tell the two apart by the DS controller's own name label on the pods
-  (:mod:`bluegreen_kinds`, where each kind's part lives);
+  (:mod:`kinds`, where each kind's part lives);
 - **weights**: green ``0`` (added with the green pool), then each ``--weights`` stage (blue gets the
   rest of 100), the blue backendRef dropped at 100;
 - **state**: ``rollout.lwsflow.io/bluegreen-*`` annotations on the HTTPRoute, written in the same merge

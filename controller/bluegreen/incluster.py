@@ -4,7 +4,7 @@ Git syncs the new template onto the pair's two LWS in place, the overlay keeping
 replicas, so no group moves. The pair's template then differs from its stable one (the
 ``last-good-template`` the controller adopted or a rollout recorded), and the controller runs the
 blue-green executor with the live pair's templates as the green manifests, folding green back into
-the Git-named pair at the end (``rollout/bluegreen.py``). The progress lives on the HTTPRoute, so a
+the Git-named pair at the end (``bluegreen/executor.py``). The progress lives on the HTTPRoute, so a
 new leader resumes from it, and an ended blue-green of the same template is not started again unless
 ``rolloutpolicy.lwsflow.io/retry`` names its id (as for partition rollouts).
 
@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from lwsflow.controller.api.wire import Obj
+from lwsflow.controller.bluegreen import plan as P
+from lwsflow.controller.bluegreen.executor import route_of
 from lwsflow.controller.errors import NotFound
 from lwsflow.controller.incluster.cache import Caches
 from lwsflow.controller.kube.client import Kube
@@ -28,9 +30,7 @@ from lwsflow.controller.kube.informer import Informer, start
 from lwsflow.controller.kube.resources import DS, HTTP_ROUTE, LWS, Resource
 from lwsflow.controller.policy import gates
 from lwsflow.controller.policy.status import stable_hash
-from lwsflow.controller.rollout import bluegreen_plan as P
 from lwsflow.controller.rollout import state
-from lwsflow.controller.rollout.bluegreen import route_of
 from lwsflow.controller.rollout.hooks import HookContext
 
 
@@ -86,7 +86,7 @@ def rollout_id(kube: Kube, namespace: str, pair: str) -> Callable[[HookContext],
 
 
 class CacheReads:
-    """What a blue-green's waits read (``rollout/bluegreen.Cached``): LWS and DS from the controller's
+    """What a blue-green's waits read (``bluegreen/executor.Cached``): LWS and DS from the controller's
     caches, HTTPRoutes from an informer of its own (the base controller does not watch routes)."""
 
     def __init__(self, caches: Caches) -> None:

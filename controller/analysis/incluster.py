@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 
 from lwsflow.controller.analysis import evaluate as ev
+from lwsflow.controller.analysis import status as ast
 from lwsflow.controller.analysis.spec import AnalysisSpec
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.wire import Obj
@@ -20,7 +21,6 @@ from lwsflow.controller.errors import ApiError
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
-from lwsflow.controller.policy import analysis_status as ast
 from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.hooks import Hook, HookContext, HookResult, run_hook
 

@@ -1,7 +1,7 @@
 """A RolloutPolicy's ``pdProbe``: the cross-revision P/D compatibility probe before a pair's rollout.
 
 GitOps has already applied the new templates (partitions frozen at replicas), so before the driver
-starts a fresh rollout of a pair it runs the CLI's guard (``rollout/pd_guard.guard_pair``, one source):
+starts a fresh rollout of a pair it runs the CLI's guard (``pd/guard.guard_pair``, one source):
 the old revision is the one serving (the stable template the controller remembers as last-good), the
 new one is what Git synced. The probe itself is components' (``components/pd_probe.py``), wired in by
 ``lwsflow controller run`` as the smoke and analysis hooks are: the controller never imports components.
@@ -28,16 +28,16 @@ from lwsflow.controller.errors import ApiError, Forbidden, OperationFailed
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
 from lwsflow.controller.kube.resources import ROLLOUT_POLICY
-from lwsflow.controller.policy.model import RolloutPolicySpec
-from lwsflow.controller.rollout import state
-from lwsflow.controller.rollout.compat import (
+from lwsflow.controller.pd.compat import (
     CompatContext,
     CompatProbe,
     CompatResult,
     policy_hint,
 )
+from lwsflow.controller.pd.guard import guard_pair
+from lwsflow.controller.policy.model import RolloutPolicySpec
+from lwsflow.controller.rollout import state
 from lwsflow.controller.rollout.options import RolloutOptions
-from lwsflow.controller.rollout.pd_guard import guard_pair
 
 log = logging.getLogger("lwsflow.controller.pd_probe")
 

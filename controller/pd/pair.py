@@ -36,6 +36,7 @@ from lwsflow.controller.rollout.engine import (
     Outcome,
     Rollout,
     RolloutOptions,
+    Wiring,
     finish,
 )
 from lwsflow.controller.rollout.report import RolloutReport
@@ -114,8 +115,9 @@ class PairRollout:
                                         defer_failure=True)
             self.engines[role] = Rollout(
                 kube, namespace, live[role]["metadata"]["name"], ropts, clock,
-                manifest=manifests.get(role), recorder=self.events, report=self.report, role=role,
-                on_step=on_step, extra_guard=self._guard_for(role), follower=follower)
+                manifest=manifests.get(role),
+                wiring=Wiring(recorder=self.events, report=self.report, role=role, on_step=on_step,
+                              extra_guard=self._guard_for(role), follower=follower))
         self.n = len(tb)
 
     def _guard_for(self, role: str) -> Callable[[Obj], str | None]:
