@@ -182,7 +182,7 @@ class Driver:
             if fresh and not opts.together:  # `lwsflow rollout`'s check: a surge that cannot fit is refused
                 checked = capacity_preflight(self.kube, "pair", self.ns, live, auto_budget=False,
                                              log=log.info, skip_gpu_free=True,
-                                             on_quota_shortage=self._on_quota_shortage)
+                                             on_quota_shortage=self._on_quota_shortage, stages=opts.stages)
                 for role, obj in checked.items():
                     if obj is not live[role]:  # quota.onShortage inPlace: the budget goes on the target
                         self.kube.merge_patch(LWS, self.ns, obj["metadata"]["name"],
@@ -198,7 +198,8 @@ class Driver:
         # `lwsflow rollout`'s capacity check, before anything is written: a surge that cannot fit is
         # refused up front (InvalidInput: the policy's status says why), not stalled until the deadline
         checked = capacity_preflight(self.kube, kind, self.ns, {"": live}, auto_budget=False, log=log.info,
-                                     skip_gpu_free=True, on_quota_shortage=self._on_quota_shortage)[""]
+                                     skip_gpu_free=True, on_quota_shortage=self._on_quota_shortage,
+                                     stages=self.opts.stages)[""]
         if checked is not live:  # quota.onShortage inPlace: the budget the quota admits, on the target
             live = self.kube.merge_patch(res, self.ns, self.ref.name,
                                          budget_patch(live, checked, kind == "ds"),

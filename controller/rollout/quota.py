@@ -221,6 +221,19 @@ def admit(queue: Queue, needs: list[SurgeNeed]) -> QuotaReport:
     return QuotaReport(queue, needs, admitted)
 
 
+def staged_surge_limit(replicas: int, targets: list[int]) -> int | None:
+    """The most surge groups Kueue v0.17 gives Workloads to in a rollout staged through ``targets``
+    (updated groups per stage) by the partition; None: no limit (one stage of every group).
+
+    Kueue's LWS reconciler makes Workloads beyond ``spec.replicas`` only while ``updatedReplicas <
+    spec.replicas`` (``isRollingUpdateWithSurge``, pkg/controller/jobs/leaderworkerset), and a surge
+    group is an updated group: at a stage of ``t`` groups the LWS reports ``t + surge`` updated, so a
+    surge with ``t + surge >= replicas`` at a stage short of the last gets no Workload and stays gated
+    (seen on the reference cluster with real Kueue, tests/conformance/test_kueue.py)."""
+    partial = [t for t in targets if t < replicas]
+    return None if not partial else max(0, replicas - 1 - max(partial))
+
+
 def lws_surge(lws: Obj, surge_present: int, role: str = "") -> SurgeNeed:
     """An LWS's surge groups still to be admitted (those already running hold their quota)."""
     gpus = capacity.gpus_requested(lws)
@@ -245,9 +258,20 @@ _POD_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "p
                "topologySpreadConstraints", "resourceClaims")
 
 
-def _requests(c: Obj) -> Obj:
-    res = c.get("resources") or {}
-    return {**(res.get("limits") or {}), **(res.get("requests") or {})}  # requests default to limits
+def _requests(c: Obj) -> dict[str, Fraction]:
+    """A container's ``resources.requests`` as written, each by value: what Kueue's webhook compares
+    (``"8"`` equals ``8``; limits are not looked at, so a template that sets only limits may change them;
+    measured against Kueue v0.17 on the reference cluster, tests/conformance/test_kueue.py)."""
+    return {k: quantity(v) for k, v in ((c.get("resources") or {}).get("requests") or {}).items()}
+
+
+def _ports(c: Obj) -> list[Obj]:
+    return [{**p, "protocol": p.get("protocol") or "TCP"} for p in c.get("ports") or []]  # the API default
+
+
+def _unset(v: object) -> object:
+    """Kubernetes' semantic equality takes an empty list or map for an absent one."""
+    return None if v in ([], {}) else v
 
 
 def immutable_change(old: Obj, new: Obj) -> tuple[str, str] | None:
@@ -270,16 +294,16 @@ def immutable_change(old: Obj, new: Obj) -> tuple[str, str] | None:
                 if _requests(a) != _requests(b):
                     return f"{at}.{kind}[{i}].resources.requests", (
                         f"resource requests ({_fmt(_requests(a))} -> {_fmt(_requests(b))})")
-                if (a.get("ports") or []) != (b.get("ports") or []):
+                if _ports(a) != _ports(b):
                     return f"{at}.{kind}[{i}].ports", "container ports"
         for f in _POD_FIELDS:
-            if o.get(f) != n.get(f):
+            if _unset(o.get(f)) != _unset(n.get(f)):
                 return f"{at}.{f}", f
     return None
 
 
-def _fmt(req: Obj) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(req.items())) + "}"
+def _fmt(req: dict[str, Fraction]) -> str:
+    return "{" + ", ".join(f"{k}: {_n(v)}" for k, v in sorted(req.items())) + "}"
 
 
 def refuse_immutable(old: Obj, new: Obj, role: str = "") -> None:

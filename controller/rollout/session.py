@@ -163,6 +163,35 @@ def check_ds_capacity(kube: Kube, ds: Obj, auto_budget: bool, namespace: str | N
         f"--auto-budget: {rep.message}; rolling with {text} instead: {ok.message}")
 
 
+def _staged_surge(kind: str, objs: dict[str, Obj], stages: str | None, on_shortage: str,
+                  log: Callable[[str], None]) -> dict[str, Obj]:
+    """A queue-managed LWS rolled in partition stages: no more surge than Kueue gives Workloads to
+    (quota.staged_surge_limit); more is refused, or with ``inPlace`` lowered to what it admits."""
+    if kind == "ds" or stages is None:  # a DS moves in one step: Kueue sees a plain surge
+        return objs
+    out = dict(objs)
+    for key, obj in objs.items():
+        q = quota.queue_of(obj)
+        if q is None or capacity.gpus_requested(obj) == 0:
+            continue
+        replicas, surge = gate.replicas(obj), gate.max_surge(obj)
+        limit = quota.staged_surge_limit(replicas, resolve_stages(stages, replicas))
+        if limit is None or surge <= limit:
+            continue
+        why = (f"LeaderWorkerSet {obj['metadata']['name']} (LocalQueue {q}): maxSurge {surge} in stages "
+               f"{stages} of {replicas} groups: Kueue makes a Workload for a surge group only while "
+               f"updatedReplicas < replicas, and a surge group counts as updated, so at most {limit} surge "
+               "group(s) get one; the others would stay gated and the stage never pass")
+        if on_shortage != "inPlace":
+            raise InvalidInput(f"{why}; lower maxSurge to {limit}, or roll within what Kueue admits "
+                               "(--on-quota-shortage inPlace; a RolloutPolicy's quota.onShortage: inPlace)",
+                               field="maxSurge")
+        budget = capacity.Budget(surge, gate.max_unavailable(obj))
+        out[key] = capacity.with_budget(obj, _within(budget, limit))
+        log(f"quota: {why}; onShortage inPlace: rolling with maxSurge {limit}")
+    return out
+
+
 def _quota_check(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], on_shortage: str,
                  log: Callable[[str], None]) -> dict[str, Obj]:
     """Kueue's quota for the surge groups of the objects whose LWS (or DS roles) carry the queue label
@@ -222,14 +251,16 @@ def _within(b: capacity.Budget, admitted: int) -> capacity.Budget:
 def capacity_preflight(kube: Kube, kind: str, namespace: str, objs: dict[str, Obj], *, auto_budget: bool,
                        log: Callable[[str], None] = lambda _m: None,
                        skip_gpu_free: bool = False, live: dict[str, Obj] | None = None,
-                       on_quota_shortage: str = "refuse") -> dict[str, Obj]:
+                       on_quota_shortage: str = "refuse", stages: str | None = None) -> dict[str, Obj]:
     """The capacity check before a fresh rollout, one path for ``lwsflow rollout`` and the in-cluster
     controller: per object (``objs``: {"": obj}, or a pair's {role: obj}), those with no rollout in
     progress are checked against Kueue's quota when they carry its queue label (``on_quota_shortage``:
     ``refuse`` or ``inPlace``, rollout/quota.py), then against the node pool; returns the objects to roll
     (with the quota's or ``auto_budget``'s choice where it changed the budget), or raises InvalidInput
     naming what does not fit. ``live``: the objects as they run, when ``objs`` are a manifest's: a
-    template change Kueue's webhook would refuse on a queue-managed LWS is refused first.
+    template change Kueue's webhook would refuse on a queue-managed LWS is refused first. ``stages``:
+    the partition stages it rolls through (a queue-managed LWS's surge is also held to what Kueue
+    gives Workloads to in them).
     ``skip_gpu_free``: a template that asks for no GPUs cannot be refused, so it is not checked (the
     controller, starting many rollouts at once, then sends no LIST of the cluster's nodes and pods)."""
     quota.check_on_shortage(on_quota_shortage)
@@ -238,6 +269,7 @@ def capacity_preflight(kube: Kube, kind: str, namespace: str, objs: dict[str, Ob
         for role, obj in fresh.items():
             if live is not None and role in live:
                 quota.refuse_immutable(live[role], obj, role)
+    fresh = _staged_surge(kind, fresh, stages, on_quota_shortage, log)
     objs = {**objs, **_quota_check(kube, kind, namespace, fresh, on_quota_shortage, log)}
     out: dict[str, Obj] = {}
     for role, obj in objs.items():
@@ -315,7 +347,8 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         if not switched:
             current = {r: docs.get(r) or live[r] for r in ROLES}
             checked = capacity_preflight(kube, "pair", target.namespace, current, auto_budget=auto_budget,
-                                         log=log, live=live, on_quota_shortage=on_quota_shortage)
+                                         log=log, live=live, on_quota_shortage=on_quota_shortage,
+                                         stages=opts.stages)
             docs.update({r: o for r, o in checked.items() if o is not current[r]})
         return PairRollout(kube, target.namespace, target.name, opts, clock, manifests=docs or None,
                            on_step=on_step).run()
@@ -332,7 +365,7 @@ def run(kube: Kube, clock: Clock, target: Target, opts: RolloutOptions, *,
         current = doc or live
         checked = capacity_preflight(kube, target.kind, target.namespace, {"": current},
                                      auto_budget=auto_budget, log=log, live={"": live},
-                                     on_quota_shortage=on_quota_shortage)[""]
+                                     on_quota_shortage=on_quota_shortage, stages=opts.stages)[""]
         if checked is not current:
             if doc is None:  # GitOps: the budget has to change on the live object (and in Git)
                 kube.merge_patch(target.resource, target.namespace, target.name,

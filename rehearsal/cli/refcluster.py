@@ -30,6 +30,9 @@ def up(
     never_ready: Annotated[list[str] | None, typer.Option(
         "--never-ready", help="Image pattern (fnmatch): its pods run, never Ready; repeatable.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the cluster.")] = 180.0,
+    kueue: Annotated[bool, typer.Option(
+        "--kueue", help="Also run Kueue's manager (built by scripts/build-refcluster) with its CRDs and "
+        "webhooks and the LeaderWorkerSet integration on.")] = False,
 ) -> None:
     """Start the reference cluster and print the path of its admin kubeconfig (mode 0600)."""
     from lwsflow.controller.errors import InvalidInput
@@ -39,7 +42,7 @@ def up(
     if not timeout > 0:
         raise InvalidInput(f"must be greater than 0, got {timeout:g}", field="--timeout")
     path = start(UpOptions(state_dir=state_dir, catalog=catalog, ready_delay_s=ready_delay,
-                           never_ready=tuple(never_ready or ()), timeout_s=timeout,
+                           never_ready=tuple(never_ready or ()), timeout_s=timeout, kueue=kueue,
                            log=lambda msg: print(f"refcluster: {msg}", file=sys.stderr, flush=True)))
     print(path)
 

@@ -51,6 +51,7 @@ class UpOptions:
     ready_delay_s: float = 2.0  # Running -> Ready of every pod whose image is not "never ready"
     never_ready: tuple[str, ...] = ()  # fnmatch image patterns whose pods never get Ready
     timeout_s: float = 180.0
+    kueue: bool = False  # also Kueue's manager, CRDs and webhooks (refcluster/kueue.py)
     log: Callable[[str], None] = field(default=lambda _msg: None)
 
 
@@ -267,7 +268,7 @@ def _validate(opts: UpOptions) -> list[dict[str, Any]]:
 def up(opts: UpOptions) -> Path:
     """Start a reference cluster in ``opts.state_dir``; returns the admin kubeconfig's path."""
     nodes = _validate(opts)
-    bin_dir = binaries.require()
+    bin_dir = binaries.require(kueue=opts.kueue)
     _crds()  # fetched from the upstream cache (or refused) before anything starts
     share = binaries.cache_dir() / "share" / "lws"
     state = opts.state_dir.resolve()
@@ -315,7 +316,7 @@ def _start(opts: UpOptions, state: Path, share: Path, procs: _Procs, nodes: list
                   "kwok": ("kwok", "system:masters")}
     _write_private(state / "tokens.csv", "".join(
         f'{tokens[k]},{user},{k},"{groups}"\n' for k, (user, groups) in identities.items()))
-    etcd_c, etcd_p, api, kcm, sched, kwok_port, hook, probe = _free_ports(8)
+    etcd_c, etcd_p, api, kcm, sched, kwok_port, hook, probe, kueue_hook, kueue_probe = _free_ports(10)
     url = f"https://127.0.0.1:{api}"
     kc = {k: _kubeconfig(state / "kubeconfigs" / k, url, tokens[k], ca.cert_pem) for k in tokens}
 
@@ -396,6 +397,11 @@ def _start(opts: UpOptions, state: Path, share: Path, procs: _Procs, nodes: list
         kube.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")), deadline, None,
         state / "logs" / "kube-controller-manager.log")
     _wait("LWS webhook admission", lambda: _webhook_admits(kube), deadline, lws, log)
+    if opts.kueue:
+        from lwsflow.rehearsal.refcluster import kueue
+
+        kueue.start(kube, procs, state, url, ca, ca_key, (kueue_hook, kueue_probe), deadline)
+        say(f"kueue ready ({time.monotonic() - t0:.1f} s)")
     _kubeconfig(state / KUBECONFIG, url, tokens["admin"], ca.cert_pem)
     say(f"up in {time.monotonic() - t0:.1f} s")
 

@@ -140,6 +140,39 @@ def test_template_changes_kueues_webhook_refuses_are_named(what: str, path: str)
     assert exc.value.field == path and "Kueue's webhook refuses" in str(exc.value)
 
 
+def test_the_webhooks_rule_is_kueues_own_reading_of_the_fields() -> None:
+    """As Kueue v0.17's webhook compares (measured on the reference cluster with real Kueue,
+    tests/conformance/test_kueue.py): requests by value as written, limits not at all, an empty list
+    as an absent one, a port's protocol defaulted to TCP."""
+    old = _lws_with()
+    _container(old)["resources"] = {"requests": {GPU: "8"}, "limits": {GPU: "8"}}
+    _container(old)["ports"] = [{"containerPort": 8000, "protocol": "TCP"}]
+    same = copy.deepcopy(old)
+    _container(same)["resources"] = {"requests": {GPU: 8}, "limits": {GPU: 8}}
+    _container(same)["ports"] = [{"containerPort": 8000}]
+    same["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["tolerations"] = []
+    assert quota.immutable_change(old, same) is None
+    limits_only = _lws_with()  # no requests written: Kueue's webhook takes a limits change
+    changed = copy.deepcopy(limits_only)
+    _container(changed)["resources"] = {"limits": {GPU: 4}}
+    assert quota.immutable_change(limits_only, changed) is None
+    _container(changed)["resources"] = {"requests": {GPU: 4}, "limits": {GPU: 4}}
+    assert quota.immutable_change(limits_only, changed) == (
+        f"{W}.containers[0].resources.requests", "resource requests ({} -> {nvidia.com/gpu: 4})")
+
+
+@pytest.mark.parametrize(("replicas", "stages", "limit"), [
+    (2, "1,100%", 0),  # stage 1: 1 updated + 1 surge = 2 = replicas: Kueue makes no surge Workload
+    (4, "1,100%", 2), (4, "1,2,100%", 1), (4, "1,3,100%", 0), (8, "1,25%,50%,100%", 3),
+    (4, "100%", None),  # one stage: updatedReplicas starts below replicas
+])
+def test_staged_surge_limit_is_what_kueue_gives_workloads_to(replicas: int, stages: str,
+                                                             limit: int | None) -> None:
+    from lwsflow.controller.rollout.stages import resolve_stages
+
+    assert quota.staged_surge_limit(replicas, resolve_stages(stages, replicas)) == limit
+
+
 def test_image_args_and_env_may_change_and_an_unqueued_lws_is_not_checked() -> None:
     old = _lws_with()
     new = new_release(old)
@@ -203,8 +236,9 @@ def _surge_pods(env: Env, since: int) -> set[str]:
 def _run(kcfg: Path, manifest: Path, *extra: str) -> int:
     from lwsflow.cli import main
 
+    # one stage: the surge is Kueue's plain surge (a staged one is limited apart: test_staged_surge_*)
     return main(["rollout", "lws/q", "-n", NS, "--kubeconfig", str(kcfg), "--manifest", str(manifest),
-                 "--stages", "1,100%", *extra])
+                 "--stages", "100%", *extra])
 
 
 def granted(path: Path) -> set[tuple[str, str, str]]:
@@ -267,12 +301,36 @@ def test_surge_without_quota_is_refused_before_any_write_or_rolled_in_place(
     assert _surge_pods(kenv, since) == set()  # no surge group was ever created
 
 
+def test_staged_surge_beyond_what_kueue_admits_is_refused_then_lowered_in_place(
+        kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stages 1,100% of 2 groups with maxSurge 1: Kueue v0.17 would give the surge group no Workload
+    (measured with real Kueue: tests/conformance/test_kueue.py); refused before any write, naming
+    maxSurge, or rolled with no surge under inPlace, though the quota has room for it."""
+    _quota(kenv, 64, 16)
+    mf = tmp_path / "q.yaml"
+    mf.write_text(dump_yaml(new_release(kenv.kube.get(LWS, NS, "q"))))
+    since = kenv.rec.store.position()
+    api, kcfg = _own_api(kenv, tmp_path)
+    try:
+        assert _run(kcfg, mf, "--stages", "1,100%") == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("error: maxSurge: "), err
+        assert "maxSurge 1 in stages 1,100% of 2 groups" in err and "lower maxSurge to 0" in err, err
+        assert _writes(api) == []
+        assert _run(kcfg, mf, "--stages", "1,100%", "--on-quota-shortage", "inPlace") == 0
+    finally:
+        api.stop()
+    assert "onShortage inPlace: rolling with maxSurge 0" in capsys.readouterr().out
+    assert gate.lws_fully_rolled(kenv.kube.get(LWS, NS, "q")).passed
+    assert _surge_pods(kenv, since) == set()
+
+
 def test_gpu_request_change_on_a_queue_managed_lws_is_refused_naming_the_field(
         kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _quota(kenv, 64, 16)  # quota to spare: the refusal is the webhook's rule, not the quota
     live = kenv.kube.get(LWS, NS, "q")
     bigger = new_release(live)
-    _container(bigger)["resources"] = {"limits": {GPU: 4}}
+    _container(bigger)["resources"] = {"requests": {GPU: 4}, "limits": {GPU: 4}}
     mf = tmp_path / "q.yaml"
     mf.write_text(dump_yaml(bigger))
     api, kcfg = _own_api(kenv, tmp_path)
@@ -283,7 +341,7 @@ def test_gpu_request_change_on_a_queue_managed_lws_is_refused_naming_the_field(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
     assert f"{W}.containers[0].resources.requests" in err, err
-    assert ("resource requests ({nvidia.com/gpu: 8} -> {nvidia.com/gpu: 4}) changed on LeaderWorkerSet q, "
+    assert ("resource requests ({} -> {nvidia.com/gpu: 4}) changed on LeaderWorkerSet q, "
             "managed by Kueue (LocalQueue serving): Kueue's webhook refuses changes to container "
             "requests") in err
     assert _writes(api) == []
