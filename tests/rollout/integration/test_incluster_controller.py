@@ -297,7 +297,10 @@ def test_pipeline_wait_does_not_count_a_manual_gate(env: Env) -> None:
     from lwsflow.controller.policy import wait
 
     env.create_ready(lws_manifest("h", replicas=2, partition=2))
-    env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%", "pause": {}}]))
+    # a stage's own deadline is 30m of cluster time (9 wall s at x200): the default 10m (3 wall s) ran out
+    # on a loaded machine while the promoted stage's groups came up; the step's budget is what is tested
+    env.kube.create(ROLLOUT_POLICY, NS, policy("ph", "h", [{"groups": 1}, {"groups": "100%", "pause": {}}],
+                                               progressDeadline="30m"))
     phases: list[tuple[str, int]] = []  # each line the step logged, with its clock's reads until then
     step_clock = _Counted(SkipClock(env.cluster, env.sim.speed))  # exact: no interpolation to lag a skip
     with running(_controller(env)):
