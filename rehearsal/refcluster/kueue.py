@@ -8,7 +8,6 @@ gate until the group is admitted (docs/reference-cluster.md, "Kueue").
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +60,6 @@ def secrets_role() -> dict[str, Any]:
     return role
 
 
-def webhook_configs(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
-    """Kueue's webhook configurations (kustomize-built, with their namespace selectors), pointed at
-    the manager on 127.0.0.1 by URL instead of a Service."""
-    from lwsflow.components.kustomize import kustomize_build
-
-    ca = base64.b64encode(ca_pem).decode()
-    out = []
-    for doc in kustomize_build(binaries.kueue_share() / "webhook"):
-        if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            continue
-        doc["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-        out.append(doc)
-    return out
-
-
 _PROBE_FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                  "metadata": {"name": "lwsflow-admission-probe"}, "spec": {}}
 
@@ -125,20 +106,11 @@ def start(kube: Any, procs: Any, state: Path, url: str, ca: pki.KeyPair, ca_key:
     L._create(kube, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SERVICE_ACCOUNT}},
               f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts")
     L._create(kube, cluster_role())
-    L._create(kube, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": "kueue-manager-rolebinding"},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                 "name": "kueue-manager-role"},
-                     "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
-                                   "namespace": NAMESPACE}]})
+    L._create(kube, L._binding("ClusterRole", "kueue-manager-role", SERVICE_ACCOUNT, NAMESPACE))
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
     L._create(kube, secrets_role(), f"{rbac}/roles")
-    L._create(kube, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                     "metadata": {"name": "kueue-manager-secrets-rolebinding", "namespace": NAMESPACE},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                 "name": "kueue-manager-secrets-role"},
-                     "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT,
-                                   "namespace": NAMESPACE}]}, f"{rbac}/rolebindings")
+    L._create(kube, L._binding("Role", "kueue-manager-secrets-role", SERVICE_ACCOUNT, NAMESPACE),
+              f"{rbac}/rolebindings")
     for crd in crds():
         L._wait_crd(kube, crd["metadata"]["name"])
     token = kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token",
@@ -152,6 +124,6 @@ def start(kube: Any, procs: Any, state: Path, url: str, ca: pki.KeyPair, ca_key:
         f"--config={cfg}", "--feature-gates=VisibilityOnDemand=false"], env={"KUBECONFIG": str(kc)})
     L._wait("kueue webhooks", lambda: L._tls_listening(hook), deadline, proc, log)
     L._wait("kueue", lambda: L._http_ok(f"http://127.0.0.1:{probe}/readyz"), deadline, proc, log)
-    for doc in webhook_configs(hook, ca.cert_pem):
+    for doc in L._webhook_configs(binaries.kueue_share() / "webhook", "kueue", hook, ca.cert_pem):
         L._create(kube, doc)
     L._wait("Kueue webhook admission", lambda: admits(kube), deadline, proc, log)

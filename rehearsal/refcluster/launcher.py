@@ -223,17 +223,18 @@ def node_objects(cfg: ClusterConfig) -> list[dict[str, Any]]:
     return nodes
 
 
-def _webhook_configs(share: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
-    """The upstream webhook configurations (kustomize-built, with their patches), pointed at the
-    controller on 127.0.0.1 by URL instead of a Service."""
+def _webhook_configs(kustomization: Path, prefix: str, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """An upstream controller's webhook configurations (kustomize-built from ``kustomization``, with
+    their patches), named ``<prefix>-<name>`` and pointed at the controller on 127.0.0.1 by URL
+    instead of a Service (the LWS controller's; Kueue's, refcluster/kueue.py)."""
     from lwsflow.components.kustomize import kustomize_build
 
     ca = base64.b64encode(ca_pem).decode()
     docs = []
-    for doc in kustomize_build(share / "webhook"):
+    for doc in kustomize_build(kustomization):
         if doc.get("kind") not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             continue
-        doc["metadata"] = {"name": f"lws-{doc['metadata']['name']}"}
+        doc["metadata"] = {"name": f"{prefix}-{doc['metadata']['name']}"}
         for hook in doc["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
@@ -387,7 +388,7 @@ def _start(opts: UpOptions, state: Path, share: Path, procs: _Procs, nodes: list
                            [f"--config={lws_cfg}", "--leader-elect=false"], env={"KUBECONFIG": str(lws_kc)})
     _wait("lws-controller webhooks", lambda: _tls_listening(hook), deadline, lws, log)
     _wait("lws-controller", lambda: _http_ok(f"http://127.0.0.1:{probe}/readyz"), deadline, lws, log)
-    for doc in _webhook_configs(share, hook, ca.cert_pem):
+    for doc in _webhook_configs(share / "webhook", "lws", hook, ca.cert_pem):
         _create(kube, doc)
     say(f"lws-controller ready ({time.monotonic() - t0:.1f} s)")
 
@@ -416,6 +417,17 @@ _PATHS = {
 }
 
 
+def _binding(kind: str, role: str, account: str, namespace: str) -> dict[str, Any]:
+    """A ``<kind>Binding`` named ``<role>binding`` giving ``role`` to ServiceAccount ``namespace/account``
+    (a RoleBinding in ``namespace``)."""
+    meta: dict[str, Any] = {"name": f"{role}binding"}
+    if kind == "Role":
+        meta["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding", "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]}
+
+
 def _create(kube: Any, obj: dict[str, Any], path: str | None = None) -> None:
     with contextlib.suppress(Conflict):  # AlreadyExists: a retried request that had gone through
         kube.request("POST", path or _PATHS[obj["kind"]], body=obj)
@@ -430,12 +442,7 @@ def _install(kube: Any, share: Path, hook_port: int, ca_pem: bytes, nodes: list[
     role = load_yaml_documents(share / "rbac-role.yaml")[0]
     role["metadata"] = {"name": "lws-manager-role"}
     _create(kube, role)
-    _create(kube, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": "lws-manager-rolebinding"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                               "name": "lws-manager-role"},
-                   "subjects": [{"kind": "ServiceAccount", "name": LWS_SERVICE_ACCOUNT,
-                                 "namespace": LWS_NAMESPACE}]})
+    _create(kube, _binding("ClusterRole", "lws-manager-role", LWS_SERVICE_ACCOUNT, LWS_NAMESPACE))
     for node in nodes:
         _create(kube, node)
     for crd in _crds():
