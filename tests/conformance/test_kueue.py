@@ -149,10 +149,9 @@ def test_a_staged_surge_kueue_gives_no_workload_is_refused_before_any_write(kueu
     assert line.startswith("error: maxSurge: ") and "lower maxSurge to 0" in line, line
     live = json.loads(kueue_ref.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
     assert live["metadata"]["resourceVersion"] == rv  # nothing written
-    workloads, pods = _watched(kueue_ref, ns)
+    pods = Watch(kueue_ref, "pods", "-n", ns, "-l", f"{L.NAME}=q")
     out = _rollout(kueue_ref, kcfg, ns, _lws("vllm:2"), tmp_path, "--on-quota-shortage", "inPlace",
                    stages="1,100%")
-    workloads.stop()
     assert out.returncode == 0, out.stdout + out.stderr
     assert not _surge_pods(pods.stop()) and _ready(kueue_ref, ns)
 
