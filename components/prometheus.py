@@ -25,6 +25,7 @@ import httpx
 
 from lwsflow.components.atomic import write_file_atomic
 from lwsflow.components.proc import stop_process
+from lwsflow.controller import httpclient
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api.serving import serving_port
 from lwsflow.controller.errors import OperationFailed
@@ -82,7 +83,7 @@ def write_targets(path: Path, groups: list[dict[str, Any]]) -> None:
 
 def active_targets(url: str) -> list[dict[str, Any]]:
     """The active scrape targets of the Prometheus at ``url``."""
-    resp = httpx.get(f"{url}/api/v1/targets", params={"state": "active"}, timeout=5.0)
+    resp = httpclient.shared().get(f"{url}/api/v1/targets", params={"state": "active"}, timeout=5.0)
     resp.raise_for_status()
     targets: list[dict[str, Any]] = resp.json()["data"]["activeTargets"]
     return targets
@@ -239,7 +240,7 @@ def start_prometheus(scrape_interval_s: float = 1.0, workdir: Path | None = None
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get(f"{prom.url}/-/ready", timeout=1.0).status_code == 200:
+                if httpclient.shared().get(f"{prom.url}/-/ready", timeout=1.0).status_code == 200:
                     return prom
             except httpx.HTTPError:
                 pass

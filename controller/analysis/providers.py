@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import httpx
 
+from lwsflow.controller import httpclient
 from lwsflow.controller.analysis.spec import CommandProvider, HttpProvider, SmokeProvider, render
 from lwsflow.controller.analysis.stats import Buckets
 
@@ -37,7 +38,8 @@ def _number(v: object, what: str) -> float:
 def _query(address: str, query: str, timeout: float) -> tuple[object, object]:
     """(resultType, result) of an instant query; ProviderError with the reason otherwise."""
     try:
-        resp = httpx.get(f"{address.rstrip('/')}/api/v1/query", params={"query": query}, timeout=timeout)
+        resp = httpclient.shared().get(f"{address.rstrip('/')}/api/v1/query", params={"query": query},
+                                       timeout=timeout)
     except httpx.HTTPError as exc:
         raise ProviderError(f"prometheus {address}: {type(exc).__name__}") from None
     try:
@@ -94,7 +96,7 @@ def prometheus_buckets(address: str, query: str, timeout: float = _TIMEOUT_S) ->
 def http_value(p: HttpProvider, args: dict[str, str]) -> float | None:
     url = render(p.url, args)
     try:
-        resp = httpx.get(url, timeout=p.timeout)
+        resp = httpclient.shared().get(url, timeout=p.timeout)
     except httpx.HTTPError as exc:
         raise ProviderError(f"{url}: {type(exc).__name__}") from None
     if not resp.is_success:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from lwsflow.controller import httpclient
 from lwsflow.controller.errors import ApiError
 from lwsflow.controller.kube.client import Fence, Kube
 from lwsflow.controller.kube.resources import SECRET
@@ -75,7 +76,7 @@ class Notifier:
         return True
 
     def _http_post(self, url: str, body: dict[str, str]) -> int:
-        return httpx.post(url, json=body, timeout=self.timeout_s).status_code
+        return httpclient.shared().post(url, json=body, timeout=self.timeout_s).status_code
 
     def _url(self, namespace: str, hook: Webhook) -> str | None:
         ref = hook.secretKeyRef

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from lwsflow.controller import httpclient
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.resources import INFERENCE_POOL, POD
@@ -32,7 +33,7 @@ WALL_LIMIT_S = 120.0  # the longest a drain waits for in-flight requests (wall s
 def in_flight(url: str, timeout_s: float = 2.0) -> float | None:
     """Requests an engine at ``url`` is running or queueing; None when it does not answer."""
     try:
-        text = httpx.get(f"{url}/metrics", timeout=timeout_s).text
+        text = httpclient.shared().get(f"{url}/metrics", timeout=timeout_s).text
         families = list(text_string_to_metric_families(text))
     except (httpx.HTTPError, ValueError):
         return None

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lwsflow.controller import httpclient
 from lwsflow.controller.api.wire import Obj
 
 
@@ -85,7 +86,7 @@ def http_probe(url: str, timeout_s: float = 10.0) -> Hook:
         import httpx
 
         try:
-            resp = httpx.get(url, timeout=timeout_s)
+            resp = httpclient.shared().get(url, timeout=timeout_s)
         except httpx.HTTPError as exc:
             return HookResult(False, f"{url}: {type(exc).__name__}: {exc}"[:300])
         if resp.is_success:

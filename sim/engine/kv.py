@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 
+from lwsflow.controller import httpclient
 from lwsflow.sim.httpserver import QuietThreadingHTTPServer, read_body, send_body
 
 BLOCK_TOKENS = 16  # tokens per KV block, vLLM's default block_size
@@ -179,7 +180,7 @@ class Handshakes:
         if remote is None:
             url = f"http://{params['remote_host']}:{params['remote_port']}/kv/handshake"
             try:
-                resp = httpx.get(url, timeout=timeout_s)
+                resp = httpclient.shared().get(url, timeout=timeout_s)
             except httpx.HTTPError as exc:
                 raise KVTransferError(f"NIXL handshake with {url} failed: {type(exc).__name__}: "
                                       f"{exc}") from exc
@@ -206,7 +207,7 @@ def pull_remote_kv(params: dict, prompt: str, timeout_s: float, handshakes: Hand
     body = {"engine_id": params["remote_engine_id"], "request_id": params["remote_request_id"],
             "block_ids": params["remote_block_ids"]}
     try:
-        resp = httpx.post(url, json=body, timeout=timeout_s)
+        resp = httpclient.shared().post(url, json=body, timeout=timeout_s)
     except httpx.HTTPError as exc:
         raise KVTransferError(f"side channel {url} unreachable: {type(exc).__name__}: {exc}") from exc
     if resp.status_code != 200:
