@@ -1,20 +1,23 @@
 """The README's commands in a fresh clone (issue 24): how long each takes cold and warm.
 
-Usage: ``.venv/bin/python bench/fresh_clone.py [--targets demo,test,conformance] [--runs 2] [--keep]``.
+Usage: ``.venv/bin/python bench/fresh_clone.py [--targets demo,test,conformance] [--runs 2] [--keep]
+[--busy N]``.
 
 Clones HEAD into an empty temporary folder (nothing beside it) with an empty upstream cache
 (``LWSFLOW_CACHE``; the reference cluster's binaries are lent from the usual cache, as a second clone
 on the same machine gets them), then times each target (default ``demo``) ``--runs`` times: the
 first run is cold for the first target (``scripts/setup`` creates the venv with the real ``pip
 install`` from the machine's pip cache, installs nothing from apt when the tools are there, fetches
-the upstream modules), the rest warm. Prints one line per figure. Minutes on two cores; ``make
-test`` and ``make conformance`` take much longer.
+the upstream modules), the rest warm. ``--busy N`` runs N CPU hogs (``yes > /dev/null``) beside the
+targets, as a busy machine would (issue 35's flake check). Prints one line per figure. Minutes on
+two cores; ``make test`` and ``make conformance`` take much longer.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,8 +45,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--targets", default="demo", help="comma-separated make targets (demo,test,conformance)")
     ap.add_argument("--runs", type=int, default=2, help="runs per target (the very first one is cold)")
     ap.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
+    ap.add_argument("--busy", type=int, default=0, help="CPU hogs (yes > /dev/null) beside the targets")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="lwsflow-fresh-"))
+    hogs = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(args.busy)]
+    if hogs:
+        print(f"{len(hogs)} CPU hogs (yes > /dev/null) running beside the targets", flush=True)
     try:
         repo = fresh_clone.clone(tmp / "empty")
         cache = tmp / "cache"
@@ -59,6 +66,9 @@ def main(argv: list[str]) -> int:
                 ok, first = ok and _make(repo, env, target, label), False
         return 0 if ok else 1
     finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
         if args.keep:
             print(f"kept {tmp}")
         else:
