@@ -68,11 +68,14 @@ class Row:
 
 def problem(policy: Obj) -> str:
     """Why a policy cannot roll anything out, in a few words ("" when nothing stops it): its target
-    is missing or owned by an older policy, its spec is invalid, or its rollout was refused."""
+    is missing or owned by an older policy, Kueue holds its groups, its spec is invalid, or its
+    rollout was refused."""
     s = policy.get("status") or {}
     conds = s.get("conditions") or []
     if any(c.get("type") == "TargetFound" and c.get("status") == "False" for c in conds):
         return "target missing"
+    if any(c.get("type") == "QuotaBlocked" and c.get("status") == "True" for c in conds):
+        return "quota blocked"  # paused: Kueue holds groups (the message names the ClusterQueue)
     reasons = {c.get("reason") for c in conds if c.get("status") == "False"}
     if "TargetOwned" in reasons:
         return "target owned by another policy"

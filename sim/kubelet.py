@@ -149,6 +149,9 @@ class Kubelet:
     def _schedule(self, pod: dict, *, record: bool = True) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta.get("namespace", "default"), meta["name"]
+        if spec.get("schedulingGates"):
+            self._gated(pod)  # kube-scheduler's PreEnqueue: not tried until every gate is removed
+            return
         needs = PodNeeds.of(spec)
         topo = annotation(pod, L.EXCLUSIVE_TOPOLOGY)
         gkey = label(pod, L.GROUP_KEY) if topo else ""
@@ -192,6 +195,23 @@ class Kubelet:
             for w in res.slots:  # workers created before the leader was placed take their slots now
                 self.c.enqueue("pod", ns, f"{name}-{w}")
         self._bind(pod, placed[0], needs, allocated=False)
+
+    def _gated(self, pod: dict) -> None:
+        """What kube-scheduler writes for a pod with scheduling gates (Kueue's admission gate, for
+        one): PodScheduled=False, reason SchedulingGated, once; no FailedScheduling event, no attempt.
+        Removing the last gate is an update of the pod, which schedules it."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace", "default"), meta["name"])
+        st = pod.get("status") or {}
+        old = next((c for c in st.get("conditions") or () if c.get("type") == "PodScheduled"), None) or {}
+        if old.get("reason") == "SchedulingGated":
+            return
+        conds = [c for c in st.get("conditions") or () if c.get("type") != "PodScheduled"]
+        cond = {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                "lastTransitionTime": rfc3339(self.c.now()), "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates"}
+        self._own_writes[key] = meta["uid"]
+        self._write_status(key, {**st, "phase": "Pending", "conditions": [cond, *conds]})
 
     def _unschedulable(self, pod: dict, message: str, record: bool) -> None:
         """What kube-scheduler records for a failed attempt: the PodScheduled=False condition (written

@@ -77,3 +77,4 @@ class ConditionType(StrEnum):
     READY = "Ready"
     TARGET_FOUND = "TargetFound"  # False while the policy's target does not exist (incluster/lifecycle.py)
     SPEC_APPLIED = "SpecApplied"  # False while a rollout runs under an older generation of the spec
+    QUOTA_BLOCKED = "QuotaBlocked"  # True while the rollout is paused because Kueue holds its groups

@@ -13,7 +13,7 @@ from lwsflow.controller.api.phases import ConditionType, PolicyPhase
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.policy import gates, timings
 from lwsflow.controller.policy.model import HISTORY_LIMIT, RolloutPolicySpec
-from lwsflow.controller.rollout import state
+from lwsflow.controller.rollout import kueue_hold, state
 
 _FINAL: dict[str, PolicyPhase] = {
     state.SUCCEEDED: PolicyPhase.SUCCEEDED, state.ROLLED_BACK: PolicyPhase.ROLLED_BACK,
@@ -67,6 +67,11 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     held = phase == PolicyPhase.PAUSED and gates.inconclusive_at(st) is not None
     if held:
         message = gates.inconclusive_message(st)
+    quota_held = phase == PolicyPhase.PAUSED and st.reason.startswith(kueue_hold.QUOTA_BLOCKED + ":")
+    if quota_held:
+        message = (f"{st.reason.removeprefix(kueue_hold.QUOTA_BLOCKED + ': ')}; `kubectl lwsflow resume` "
+                   "waits again (a fresh deadline), `kubectl lwsflow abort` rolls back")
+    reason = gates.INCONCLUSIVE if held else kueue_hold.QUOTA_BLOCKED if quota_held else phase
     history: list[dict[str, Any]] = list(old.get("history") or [])
     settled = not state.any_active(others)
     if st.id and not st.active and settled and st.phase in _FINAL and all(h.get("id") != st.id
@@ -78,11 +83,13 @@ def compute(spec: RolloutPolicySpec, obj: Obj, generation: int, old: Obj, now: s
     conditions = [
         _condition(ConditionType.PROGRESSING,
                    phase in (PolicyPhase.PROGRESSING, PolicyPhase.WAITING_FOR_PROMOTION),
-                   gates.INCONCLUSIVE if held else phase, message, now, old_conds),
-        _condition(ConditionType.READY, phase in (PolicyPhase.IDLE, PolicyPhase.SUCCEEDED),
-                   gates.INCONCLUSIVE if held else phase, message,
+                   reason, message, now, old_conds),
+        _condition(ConditionType.READY, phase in (PolicyPhase.IDLE, PolicyPhase.SUCCEEDED), reason, message,
                    now, old_conds),
     ]
+    if quota_held:  # only while it holds: a policy that never meets Kueue never shows it
+        conditions.append(_condition(ConditionType.QUOTA_BLOCKED, True, kueue_hold.QUOTA_BLOCKED, message,
+                                     now, old_conds))
     return {
         "observedGeneration": generation, "phase": phase.value, "message": message[:500], "rolloutId": st.id,
         "currentStage": stage, "stages": stages, "stageText": f"{stage}/{stages}" if stage else "",

@@ -25,7 +25,7 @@ from lwsflow.controller.clock import Clock
 from lwsflow.controller.errors import Conflict
 from lwsflow.controller.kube.client import Kube
 from lwsflow.controller.kube.events import EventRecorder
-from lwsflow.controller.rollout import gate, planner, stagelog, state
+from lwsflow.controller.rollout import gate, kueue_hold, planner, stagelog, state
 from lwsflow.controller.rollout.hooks import Hook, HookContext, run_hook
 from lwsflow.controller.rollout.kinds import KindStrategy, LwsKind, rest_patch
 from lwsflow.controller.rollout.options import RolloutOptions
@@ -39,6 +39,7 @@ from lwsflow.controller.rollout.outcome import (
     SUCCEEDED,
     Interrupted,
     Outcome,
+    QuotaHeld,
     Replan,
     StageFailed,
 )
@@ -335,6 +336,9 @@ class Rollout:
                     raise StageFailed(f"stage {k + 1} hook failed: {res.detail} (after its readiness gate "
                                       f"passed: {rec.gate_detail})")
                 self._done_wall = time.monotonic()
+        except QuotaHeld as exc:
+            rec.api_requests += self.kube.total_requests - req0
+            return self._pause_quota(st, k, str(exc))
         except StageFailed as exc:
             rec.result, rec.ended = "failed", self.clock.now()
             rec.api_requests += self.kube.total_requests - req0
@@ -423,6 +427,7 @@ class Rollout:
         for _ in range(self.opts.max_regates + 1):
             passed_at = self._wait(st, k, rec, until=deadline, bake=False)
             if passed_at is None:
+                self._raise_if_kueue_holds(k, "deadline")
                 raise StageFailed(f"stage {k + 1} deadline ({st.deadline_s:g}s) passed: "
                                   f"{rec.gate_detail}; failing {','.join(rec.gate) and self._failing(rec)}")
             rec.gate_passed = passed_at
@@ -473,6 +478,7 @@ class Rollout:
                     break  # a dip just began: reopen the watch with the guard's due time
             now = self.clock.now()
             if (dip := self._dip_past_grace(now)) is not None:
+                self._raise_if_kueue_holds(k, "floor")
                 raise StageFailed(f"stage {k + 1}: ready groups below the floor {floor} for {dip:.0f}s")
             if now >= until:
                 return now if bake else None
@@ -496,6 +502,7 @@ class Rollout:
             # checked on every observation, the recovering one included: a dip that lasted longer
             # than the grace trips the guard even if it ended before we looked again
             if (dip := self._dip_past_grace(now)) is not None:
+                self._raise_if_kueue_holds(k, "floor")
                 raise StageFailed(f"stage {k + 1}: ready groups below the floor {floor} for "
                                   f"{dip:.0f}s (min {rec.min_ready_groups})")
             if ready >= floor:
@@ -515,6 +522,25 @@ class Rollout:
                 raise StageFailed(f"stage {k + 1}: leader/worker revision skew in {skew}")
             return now
         return None if now >= until else _PENDING
+
+    def _raise_if_kueue_holds(self, k: int, why: str) -> None:
+        """Before failing a stage on its deadline or the floor guard: when Kueue holds groups of the
+        target (gated pods: no quota, or preempted), that is no fault of the release
+        (rollout/kueue_hold.py)."""
+        held = kueue_hold.probe(self.kube, self.ns, self.obj)
+        if held is not None:
+            what = (f"its deadline ({self.opts.deadline_s:g}s) passed" if why == "deadline"
+                    else "ready groups fell below the floor")
+            raise QuotaHeld(f"stage {k + 1}: {what}: {held}")
+
+    def _pause_quota(self, st: state.RolloutState, k: int, detail: str) -> Outcome:
+        """Hold the stage for quota, as an inconclusive analysis is held: resume waits again with a
+        fresh deadline, abort rolls back; nothing counts the release as failed."""
+        self.t.mark(st, paused=True, reason=f"{kueue_hold.QUOTA_BLOCKED}: {detail}"[:1000])
+        self.events.emit(self.obj, kueue_hold.QUOTA_BLOCKED, f"rollout {st.id} paused: {detail}"[:1000],
+                         warning=True)
+        return Outcome(PAUSED, f"rollout {st.id} paused at {detail}; resume waits again (a fresh "
+                       "deadline), abort rolls back", self.report)
 
     def _dip_past_grace(self, now: float) -> float | None:
         """The floor guard: how long ready groups have been below the floor, once past the grace."""

@@ -37,6 +37,11 @@ class StageFailed(Exception):
     """A stage did not pass (deadline, hook, guard); carries the reason for events and the report."""
 
 
+class QuotaHeld(Exception):
+    """A stage could not pass because Kueue holds groups of the target (rollout/kueue_hold.py): the
+    rollout pauses instead of failing; carries the stage and what Kueue lacks."""
+
+
 class Replan(Exception):
     """Stop waiting and ask the planner again (pause, abort, a foreign change, a conflict)."""
 

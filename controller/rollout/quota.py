@@ -76,11 +76,12 @@ class FlavorQuota:
         return max(Fraction(0), self.nominal - self.reserved) + self.cohort
 
     def __str__(self) -> str:
-        return (f"flavor {self.name}: nominal {_n(self.nominal)} + cohort {_n(self.cohort)} - reserved "
-                f"{_n(self.reserved)} = {_n(self.free)} free")
+        q = quantity_text
+        return (f"flavor {self.name}: nominal {q(self.nominal)} + cohort {q(self.cohort)} - reserved "
+                f"{q(self.reserved)} = {q(self.free)} free")
 
 
-def _n(x: Fraction) -> str:
+def quantity_text(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
@@ -303,7 +304,7 @@ def immutable_change(old: Obj, new: Obj) -> tuple[str, str] | None:
 
 
 def _fmt(req: dict[str, Fraction]) -> str:
-    return "{" + ", ".join(f"{k}: {_n(v)}" for k, v in sorted(req.items())) + "}"
+    return "{" + ", ".join(f"{k}: {quantity_text(v)}" for k, v in sorted(req.items())) + "}"
 
 
 def refuse_immutable(old: Obj, new: Obj, role: str = "") -> None:

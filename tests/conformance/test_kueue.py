@@ -10,7 +10,9 @@ What is checked against Kueue itself, not against quota objects a test wrote:
 - with no quota for a surge group, lwsflow refuses before any write (exit 2, the LWS untouched), and
   ``--on-quota-shortage inPlace`` completes with no surge group ever created;
 - a GPU request change is refused by lwsflow naming the field, and Kueue's own webhook refuses the
-  same change (a server-side dry run), and what the webhook takes lwsflow rolls: the rule is Kueue's.
+  same change (a server-side dry run), and what the webhook takes lwsflow rolls: the rule is Kueue's;
+- a group Kueue preempts mid-rollout (a higher-priority LWS takes its quota) pauses the rollout with
+  QuotaBlocked instead of rolling it back, and resume finishes once the quota is back.
 
 Not here, because it does not finish on this cluster: a surge that the quota admits. With pods Ready
 1 s after they start, the LWS controller replaces every old group while the surge group waits for
@@ -231,3 +233,62 @@ def test_gpu_request_change_is_refused_by_lwsflow_as_kueues_webhook_refuses_it(k
         assert dry.returncode == 0, dry.stderr
         out = _rollout(kueue_ref, kcfg, ns, doc, tmp_path)
         assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref: Target,
+                                                                      tmp_path: Path) -> None:
+    """Issue 33, items 4 and 6: q (2 groups, all of a 16-GPU quota, rolled in place) is at stage 1 when
+    a higher-priority LWS needs 8 GPUs: Kueue preempts one of q's groups, whose pods come back gated.
+    The rollout pauses with QuotaBlocked naming the ClusterQueue and the GPUs missing (under the
+    shipped RBAC), nothing is rolled back; once the other LWS is gone Kueue admits the group again and
+    resume finishes the rollout."""
+    ns = kueue_ref.namespace("kueue")
+    docs = yaml.safe_load_all(_quota_objects(ns, 16))
+    quota_objs = [d for d in docs if d]
+    for d in quota_objs:
+        if d["kind"] == "ClusterQueue":
+            d["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    urgent = f"urgent-{ns}"
+    quota_objs.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": urgent},
+                       "value": 1000})
+    kueue_ref.kubectl("apply", "-f", "-", stdin="".join(f"---\n{yaml.safe_dump(d)}" for d in quota_objs))
+    kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_lws("vllm:1", surge=0)))
+    wait_for("q Ready under Kueue", lambda: _ready(kueue_ref, ns), timeout=120)
+    kcfg = sa_kubeconfig(kueue_ref, tmp_path / "sa.kubeconfig")
+    mf = tmp_path / "q.yaml"
+    mf.write_text(yaml.safe_dump(_lws("vllm:2", surge=0)))
+    roll = subprocess.Popen([LWSFLOW, "rollout", "lws/q", "-n", ns, "--kubeconfig", str(kcfg), "--manifest",
+                             str(mf), "--stages", "1,100%", "--deadline", "60s"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def at_stage_1() -> bool:
+            lws = json.loads(kueue_ref.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
+            cfg = lws["spec"]["rolloutStrategy"].get("rollingUpdateConfiguration") or {}
+            return cfg.get("partition") == 1
+
+        wait_for("q's rollout at stage 1", at_stage_1, timeout=60)
+        hog = _lws("vllm:1", surge=0, replicas=1)
+        hog["metadata"] = {"name": "hog", "labels": {L.KUEUE_QUEUE: "serving",
+                                                     "kueue.x-k8s.io/priority-class": urgent}}
+        kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(hog))
+        out, _ = roll.communicate(timeout=300)
+    finally:
+        roll.kill()
+    assert roll.returncode == 1, out
+    flat = " ".join(out.split())
+    assert f"lws/q -n {ns}: paused: rollout" in flat and "Kueue holds 1 group(s) (q/" in flat, out
+    assert f"ClusterQueue serving-{ns} lacks 8 nvidia.com/gpu for them (8 per group)" in flat, out
+    assert "rolled-back" not in flat, out
+    live = json.loads(kueue_ref.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
+    ann = live["metadata"].get("annotations") or {}
+    assert any(v.startswith("QuotaBlocked: stage") for v in ann.values()), ann
+    image = live["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
+    assert image == "vllm:2"  # nothing rolled back
+    events = kueue_ref.items("events", ns)
+    assert any(e.get("reason") == "QuotaBlocked" for e in events), sorted({e.get("reason") for e in events})
+    # the other LWS goes: Kueue admits q's group again; resume finishes
+    kueue_ref.kubectl("delete", "lws", "hog", "-n", ns, "--wait=true")
+    done = subprocess.run([LWSFLOW, "rollout", "resume", "lws/q", "-n", ns, "--kubeconfig", str(kcfg)],
+                          capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _ready(kueue_ref, ns)

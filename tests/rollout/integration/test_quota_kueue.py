@@ -9,6 +9,7 @@ so what is tested is lwsflow's plan against the quota objects as Kueue would hav
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -19,11 +20,11 @@ import pytest
 from lwsflow.controller.api import labels as L
 from lwsflow.controller.api import paths
 from lwsflow.controller.api.paths import repo_root
-from lwsflow.controller.errors import InvalidInput
+from lwsflow.controller.errors import ApiError, InvalidInput
 from lwsflow.controller.kube.client import Kube
-from lwsflow.controller.kube.resources import CLUSTER_QUEUE, LOCAL_QUEUE, LWS
+from lwsflow.controller.kube.resources import CLUSTER_QUEUE, EVENT, LOCAL_QUEUE, LWS, POD
 from lwsflow.controller.policy.model import RolloutPolicySpec
-from lwsflow.controller.rollout import capacity, gate, quota, session
+from lwsflow.controller.rollout import capacity, gate, kueue_hold, quota, session, state
 from lwsflow.controller.yamlio import dump_yaml, load_yaml_documents
 from lwsflow.sim import kinds
 from lwsflow.sim.apiserver import ApiServer
@@ -381,3 +382,159 @@ def test_controller_policy_rolls_in_place_when_the_quota_admits_no_surge(kenv: E
     with pytest.raises(InvalidInput) as exc:
         session.capacity_preflight(kenv.kube, "lws", NS, {"": surge}, auto_budget=False)
     assert exc.value.field == "maxSurge"
+
+
+# -- during the rollout: Kueue holding groups pauses it (rollout/kueue_hold.py) --------------------------
+
+
+def _gated_release(before: dict[str, Any]) -> dict[str, Any]:
+    """A new release whose pods carry Kueue's admission gate, as Kueue's webhook gives every pod of a
+    group it has not admitted (the embedded cluster runs no Kueue: the template stands in for it)."""
+    rel = new_release(before)
+    lwt = rel["spec"]["leaderWorkerTemplate"]
+    for tpl in (lwt.get("leaderTemplate"), lwt["workerTemplate"]):
+        if tpl is not None:
+            tpl["spec"]["schedulingGates"] = [{"name": kueue_hold.ADMISSION_GATE}]
+    return rel
+
+
+def _pod(lws: str, group: int, gates: list[str], deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": f"{lws}-{group}", "labels": {L.NAME: lws, L.GROUP_INDEX: str(group)}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    return {"metadata": meta, "spec": {"schedulingGates": [{"name": g} for g in gates]}}
+
+
+def test_held_groups_are_those_with_kueues_gate_counted_once_in_index_order() -> None:
+    gate_ = kueue_hold.ADMISSION_GATE
+    pods = [_pod("q", 10, [gate_]), _pod("q", 2, [gate_]), _pod("q", 2, [gate_]), _pod("q", 3, ["other"]),
+            _pod("q", 4, []), _pod("q", 5, [gate_], deleting=True)]
+    assert kueue_hold.held_groups(pods) == ["q/2", "q/10"]
+
+
+def test_the_missing_quantity_places_whole_groups_as_kueue_admits_them() -> None:
+    q = quota.Queue("serving", "serving", [quota.FlavorQuota("a", Fraction(16), Fraction(12)),
+                                           quota.FlavorQuota("b", Fraction(8), Fraction(0), Fraction(0))])
+    assert kueue_hold.missing_gpus(q, 8, 1) == 0  # b has room for one
+    assert kueue_hold.missing_gpus(q, 8, 3) == 16  # a's 4 free are no whole group
+    line = kueue_hold.message(["q/2", "q/3", "q/4"], q, 8)
+    assert "Kueue holds 3 group(s) (q/2, q/3, q/4)" in line and "lacks 16 nvidia.com/gpu" in line, line
+    assert "now has room for them" in kueue_hold.message(["q/2"], q, 8)
+    assert kueue_hold.message(["q/2"], None, 8, "LocalQueue x not found").endswith(
+        "the queue's quota could not be read: LocalQueue x not found")
+
+
+class _Admit:
+    """Kueue admitting once quota frees: removes the admission gate from every pod of ``q`` that gets
+    one, from a watch on the store (no polling)."""
+
+    def __init__(self, env: Env) -> None:
+        self.env, self.admitted = env, 0
+        self._watch = env.cluster.store.watch("pods", NS, label_selector=f"{L.NAME}=q")
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (ev := self._watch.next(timeout=None)) is not None:
+            pod = ev.object
+            if kueue_hold.gated(pod):
+                try:
+                    self.env.kube.json_patch(POD, NS, pod["metadata"]["name"],
+                                             [{"op": "remove", "path": "/spec/schedulingGates"}])
+                except ApiError:  # an older event of a pod admitted already, or one deleted since
+                    continue
+                self.admitted += 1
+
+    def stop(self) -> None:
+        self._watch.stop()
+        self._thread.join(10)
+
+
+def test_groups_kueue_holds_pause_the_rollout_naming_the_quota_then_resume_finishes(
+        kenv: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33, item 4: a stage whose groups Kueue keeps gated past the progress deadline pauses
+    (QuotaBlocked: the groups, the ClusterQueue, the GPUs it lacks), an Event says so, nothing is rolled
+    back; once Kueue admits them, resume finishes the rollout. Without the queue label the same stall
+    is a failed stage, rolled back (the release is at fault then)."""
+    from lwsflow.cli import main
+
+    _quota(kenv, 16, 16)  # q's 2 groups hold all of it: a re-created group waits for quota
+    mf = tmp_path / "q.yaml"
+    mf.write_text(dump_yaml(_gated_release(kenv.kube.get(LWS, NS, "q"))))
+    args = ["-n", NS, "--kubeconfig", str(kenv.kubeconfig)]
+    code = main(["rollout", "lws/q", *args, "--manifest", str(mf), "--stages", "1,100%",
+                 "--deadline", "5m", "--on-quota-shortage", "inPlace"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert ("paused at stage 1: its deadline (300s) passed: Kueue holds 1 group(s) (q/1): their pods carry "
+            "the scheduling gate kueue.x-k8s.io/admission (waiting for quota, or preempted); LocalQueue "
+            "serving -> ClusterQueue serving lacks 8 nvidia.com/gpu for them (8 per group): flavor h100: "
+            "nominal 16 + cohort 0 - reserved 16 = 0 free") in " ".join(out.split()), out
+    live = kenv.kube.get(LWS, NS, "q")
+    st = state.RolloutState.from_object(live)
+    assert st.active and st.paused and st.reason.startswith("QuotaBlocked: stage 1"), st
+    assert st.phase != state.ROLLING_BACK and live["spec"]["leaderWorkerTemplate"]["workerTemplate"][
+        "spec"]["containers"][0]["image"] == "vllm:2"  # nothing rolled back
+    events = kenv.kube.list(EVENT, NS)[0]
+    assert any(e.get("reason") == "QuotaBlocked" and "ClusterQueue serving lacks 8" in e.get("message", "")
+               for e in events), [e.get("reason") for e in events]
+    # the pods' PodScheduled condition is what kube-scheduler writes for gated pods
+    pod = kenv.kube.get(POD, NS, "q-1")
+    cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert (cond["status"], cond["reason"]) == ("False", "SchedulingGated")
+    # Kueue admits (quota freed): resume waits again with a fresh deadline and finishes
+    admit = _Admit(kenv)
+    try:
+        assert main(["rollout", "resume", "lws/q", *args]) == 0, capsys.readouterr().out
+    finally:
+        admit.stop()
+    assert admit.admitted >= 2  # group 1, then group 0
+    assert gate.lws_fully_rolled(kenv.kube.get(LWS, NS, "q")).passed
+
+
+def test_a_stall_without_kueue_is_still_a_failed_stage(kenv: Env, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The same gated pods on an LWS without the queue label (something else gates them): the probe
+    reads nothing and the stage fails at its deadline, rolled back, as before."""
+    from lwsflow.cli import main
+
+    kenv.create_ready(lws_manifest("plain", replicas=2, size=1, gpus=0, surge=0, unavailable=1))
+    rel = _gated_release(kenv.kube.get(LWS, NS, "plain"))
+    mf = tmp_path / "plain.yaml"
+    mf.write_text(dump_yaml(rel))
+    code = main(["rollout", "lws/plain", "-n", NS, "--kubeconfig", str(kenv.kubeconfig), "--manifest",
+                 str(mf), "--stages", "1,100%", "--deadline", "5m"])
+    out = capsys.readouterr().out
+    assert code == 1 and "rolled-back" in out and "Kueue" not in out, out
+
+
+def test_controller_policy_pauses_on_quota_and_its_status_says_what_is_missing(kenv: Env) -> None:
+    """The in-cluster driver: the same stall pauses the policy's rollout; the status (a pure function of
+    the target's annotations) reads Paused with a QuotaBlocked condition naming the ClusterQueue and the
+    GPUs missing, and the dashboard's problem badge says so."""
+    from lwsflow.controller.incluster.driver import Driver, DriverDeps, Job
+    from lwsflow.controller.policy import status as policy_status
+    from lwsflow.dashboard import views
+
+    _quota(kenv, 16, 16)
+    live = kenv.kube.get(LWS, NS, "q")
+    kenv.kube.merge_patch(LWS, NS, "q", {"spec": {
+        "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 2}}}})
+    kenv.kube.merge_patch(LWS, NS, "q", {"spec": {"leaderWorkerTemplate": _gated_release(live)["spec"][
+        "leaderWorkerTemplate"]}})
+    spec = RolloutPolicySpec.model_validate({
+        "targetRef": {"kind": "LeaderWorkerSet", "name": "q"}, "stages": [{"groups": 1}, {"groups": "100%"}],
+        "progressDeadline": "5m", "quota": {"onShortage": "inPlace"}})
+    out = Driver(DriverDeps(kenv.kube, session.clock_for(kenv.kube)), Job(NS, spec)).run()
+    assert out is not None and out.result == "paused", out
+    target = kenv.kube.get(LWS, NS, "q")
+    s = policy_status.compute(spec, target, 1, {}, "2026-12-06T00:00:00Z")
+    assert s["phase"] == "Paused", s
+    cond = {c["type"]: c for c in s["conditions"]}
+    assert cond["QuotaBlocked"]["status"] == "True" and cond["Progressing"]["reason"] == "QuotaBlocked"
+    assert "ClusterQueue serving lacks 8 nvidia.com/gpu" in cond["QuotaBlocked"]["message"], cond
+    assert s["message"].endswith("`kubectl lwsflow resume` waits again (a fresh deadline), `kubectl "
+                                 "lwsflow abort` rolls back"), s["message"]
+    assert views.problem({"status": s}) == "quota blocked"
+    # nothing counted the release as failed: no rollback, no failure in the history
+    assert not s["history"] and state.RolloutState.from_object(target).phase != state.ROLLING_BACK
