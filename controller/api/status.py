@@ -18,6 +18,7 @@ from lwsflow.controller.api.labels import (
     DS_ROLE,
     DS_SLICE,
 )
+from lwsflow.controller.api.quantity import quantity, quantity_text
 from lwsflow.controller.api.wire import ConditionView, conditions
 
 
@@ -260,28 +261,56 @@ def _zero(v: Any) -> bool:
     return v is None or v == {} or v == [] or v == "" or v is False or (isinstance(v, int) and v == 0)
 
 
-def _pruned(v: Any) -> Any:
-    """``v`` with zero values left out at every level: the DS controller copies a role's template
-    through Go structs, which write empty ones the DS never held (``resources: {}`` on a container)."""
+def _quantities(v: Any) -> Any:
+    """A ``limits`` / ``requests`` map with each quantity canonical: the DS controller's Go structs
+    write a role's ``nvidia.com/gpu: 8`` back as ``"8"``."""
+    out = {}
+    for k, x in _d(v).items():
+        try:
+            out[k] = quantity_text(quantity(x))
+        except ValueError:
+            out[k] = x
+    return out
+
+
+def _canonical(v: Any, key: str = "") -> Any:
+    """``v`` with zero values left out at every level (the DS controller copies a role's template
+    through Go structs, which write empty ones the DS never held: ``resources: {}`` on a container)
+    and resource quantities canonical (:func:`_quantities`)."""
     if isinstance(v, dict):
-        out = {k: _pruned(x) for k, x in v.items()}
+        out = {k: (_quantities(x) if k in ("limits", "requests") and key == "resources" else _canonical(x, k))
+               for k, x in v.items()}
         return {k: x for k, x in out.items() if not _zero(x)}
     if isinstance(v, list):
-        return [_pruned(x) for x in v]
+        return [_canonical(x) for x in v]
     return v
 
 
-def _template_key(lwt: Any) -> Any:
-    """A role's ``leaderWorkerTemplate`` as its child LWS carries it: the DS controller adds its own
-    labels to the pod templates (lws-semantics §f "Child LWS"), so pod template labels are left out,
-    and so are zero values (:func:`_pruned`)."""
+def _template_key(lwt: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """A role's ``leaderWorkerTemplate`` as its child LWS carries it, and each pod template's
+    annotations apart. The DS controller adds its own labels to the pod templates (lws-semantics §f
+    "Child LWS"), so pod template labels are left out; admission webhooks add annotations to the
+    child (Kueue's LWS webhook: ``kueue.x-k8s.io/pod-group-serving``, ``pod-suspending-parent``), so a
+    role's annotations need only be among the child's (:func:`_same_template`). Zero values are left
+    out and quantities compared by value (:func:`_canonical`)."""
     out = dict(_d(lwt))
+    annotations = []
     for key in ("leaderTemplate", "workerTemplate"):
         if key in out:
             tmpl = dict(_d(out[key]))
-            tmpl["metadata"] = {k: v for k, v in _d(tmpl.get("metadata")).items() if k != "labels"}
+            meta = _d(tmpl.get("metadata"))
+            annotations.append(dict(_d(meta.get("annotations"))))
+            tmpl["metadata"] = {k: v for k, v in meta.items() if k not in ("labels", "annotations")}
             out[key] = tmpl
-    return _pruned(out)
+    return _canonical(out), annotations
+
+
+def _same_template(role: tuple[Any, list[dict[str, Any]]], child: tuple[Any, list[dict[str, Any]]]) -> bool:
+    """The child LWS carries the role's template: equal but for labels, and with every annotation of
+    the role's pod templates (a webhook may have added more)."""
+    (rt, rann), (ct, cann) = role, child
+    return rt == ct and len(rann) == len(cann) and all(
+        all(c.get(k) == v for k, v in r.items()) for r, c in zip(rann, cann, strict=True))
 
 
 def _ds_current_revision(obj: dict[str, Any], children: list[dict[str, Any]]) -> str | None:
@@ -295,7 +324,8 @@ def _ds_current_revision(obj: dict[str, Any], children: list[dict[str, Any]]) ->
     want = {r["name"]: _template_key(_d(r.get("spec")).get("leaderWorkerTemplate"))
             for r in _list(_d(obj.get("spec")).get("roles"))}
     match = [c for c in children if _label(c, DS_ROLE) in want and _label(c, DS_REVISION)
-             and _template_key(_d(c.get("spec")).get("leaderWorkerTemplate")) == want[_label(c, DS_ROLE)]]
+             and _same_template(want[_label(c, DS_ROLE)],
+                                _template_key(_d(c.get("spec")).get("leaderWorkerTemplate")))]
     if not match:
         return None
     newest = max(match, key=lambda c: (str(_d(c.get("metadata")).get("creationTimestamp") or ""),

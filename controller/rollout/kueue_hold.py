@@ -21,6 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.quantity import quantity_text
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import ApiError, InvalidInput
 from lwsflow.controller.kube.client import Kube
@@ -71,7 +72,7 @@ def message(held: list[str], queue: quota.Queue | None, gpus_per_group: int, quo
     if gpus_per_group <= 0:
         return f"{head}; {queue}: {flavors}"
     short = missing_gpus(queue, gpus_per_group, len(held))
-    lacks = (f"lacks {quota.quantity_text(short)} {L.GPU_RESOURCE} for them ({gpus_per_group} per group)"
+    lacks = (f"lacks {quantity_text(short)} {L.GPU_RESOURCE} for them ({gpus_per_group} per group)"
              if short else f"now has room for them ({gpus_per_group} {L.GPU_RESOURCE} per group): Kueue "
                   "has not admitted them yet")
     return f"{head}; {queue} {lacks}: {flavors}"

@@ -24,11 +24,11 @@ placed in the first flavor (ClusterQueue order) with room for all of its GPUs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from lwsflow.controller.api import labels as L
+from lwsflow.controller.api.quantity import quantity, quantity_text
 from lwsflow.controller.api.wire import Obj
 from lwsflow.controller.errors import Forbidden, InvalidInput, NotFound
 from lwsflow.controller.kube.client import Kube
@@ -42,20 +42,6 @@ def check_on_shortage(value: str) -> None:
     """``refuse`` (the default) or ``inPlace`` (roll with the surge the quota admits, none at worst)."""
     if value not in ON_SHORTAGE:
         raise InvalidInput(f"{value!r} is not one of {', '.join(ON_SHORTAGE)}", field="on-quota-shortage")
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
-_SUFFIX: dict[str, Fraction] = {k: Fraction(v) for k, v in (
-    ("", 1), ("k", 10**3), ("M", 10**6), ("G", 10**9), ("T", 10**12), ("Ki", 2**10), ("Mi", 2**20),
-    ("Gi", 2**30), ("Ti", 2**40), ("m", Fraction(1, 1000)))}
-
-
-def quantity(v: object) -> Fraction:
-    """A Kubernetes quantity (``16``, ``"2"``, ``"500m"``, ``"1Ki"``) as an exact number."""
-    m = _QUANTITY.match(str(v if v is not None else 0).strip())
-    if not m or m.group(2) not in _SUFFIX:
-        raise ValueError(f"{v!r} is not a quantity")
-    return Fraction(m.group(1)) * _SUFFIX[m.group(2)]
-
 
 def queue_of(obj: Obj) -> str | None:
     """The LocalQueue an LWS (or a DS role) is admitted through, from its label."""
@@ -79,10 +65,6 @@ class FlavorQuota:
         q = quantity_text
         return (f"flavor {self.name}: nominal {q(self.nominal)} + cohort {q(self.cohort)} - reserved "
                 f"{q(self.reserved)} = {q(self.free)} free")
-
-
-def quantity_text(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ What is checked against Kueue itself, not against quota objects a test wrote:
   same change (a server-side dry run), and what the webhook takes lwsflow rolls: the rule is Kueue's;
 - a group Kueue preempts mid-rollout (a higher-priority LWS takes its quota) pauses the rollout with
   QuotaBlocked instead of rolling it back, and resume finishes once the quota is back.
+- a DisaggregatedSet whose roles carry the queue label: its child LWS carry it, Kueue admits their
+  groups, and ``lwsflow rollout ds/d`` plans each role's surge against the quota and finishes.
 
 Not here, because it does not finish on this cluster: a surge that the quota admits. With pods Ready
 1 s after they start, the LWS controller replaces every old group while the surge group waits for
@@ -292,3 +294,50 @@ def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref:
                           capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _ready(kueue_ref, ns)
+
+
+def _ds(image: str) -> dict[str, Any]:
+    """A DisaggregatedSet whose roles carry the queue label (as lwsflow renders one with ``queue:``):
+    prefill and decode, one group of one 8-GPU pod each; the DS planner's maxSurge 1 per role."""
+    pod = {"tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+           "containers": [{"name": "engine", "image": image, "resources": {"limits": {GPU: 8}}}]}
+    roles = [{"name": role, "metadata": {"labels": {L.KUEUE_QUEUE: "serving"}},
+              "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec": pod}}}}
+             for role in ("prefill", "decode")]
+    return {"apiVersion": L.DS_API_VERSION, "kind": L.DS_KIND, "metadata": {"name": "d"},
+            "spec": {"roles": roles}}
+
+
+def test_a_ds_whose_roles_carry_the_queue_is_admitted_per_group_and_rolls_within_quota(
+        kueue_ref: Target, tmp_path: Path) -> None:
+    """Issue 33, item 6: the queue label on a DS's roles reaches its child LWS, Kueue admits each
+    child's groups (one Workload each), and `lwsflow rollout ds/d` plans each role's surge against the
+    quota (admitted here: 16 GPUs free for two surge groups of 8) and finishes under the shipped RBAC."""
+    ns = kueue_ref.namespace("kueue")
+    kueue_ref.kubectl("apply", "-f", "-", stdin=_quota_objects(ns, 32))
+    kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_ds("vllm:1")))
+
+    def children() -> list[dict[str, Any]]:
+        return [o for o in kueue_ref.items("lws", ns)
+                if (o["metadata"].get("labels") or {}).get(L.DS_NAME) == "d"]
+
+    def admitted() -> bool:
+        kids = children()
+        return len(kids) == 2 and all((o.get("status") or {}).get("readyReplicas") == 1 for o in kids)
+
+    wait_for("the DS's children Ready under Kueue", admitted, timeout=120)
+    kids = children()
+    assert all(o["metadata"]["labels"].get(L.KUEUE_QUEUE) == "serving" for o in kids), \
+        [o["metadata"].get("labels") for o in kids]
+    assert len(_workload_names(kueue_ref, ns)) == 2 and _reserved(kueue_ref, ns) == 16
+    kcfg = sa_kubeconfig(kueue_ref, tmp_path / "sa.kubeconfig")
+    mf = tmp_path / "d.yaml"
+    mf.write_text(yaml.safe_dump(_ds("vllm:2")))
+    out = subprocess.run([LWSFLOW, "rollout", "ds/d", "-n", ns, "--kubeconfig", str(kcfg), "--manifest",
+                          str(mf), "--deadline", "3m"],
+                         capture_output=True, text=True, timeout=400, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ClusterQueue serving-" in out.stdout and "admitted" in out.stdout, out.stdout
+    kids = children()
+    assert {o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
+            for o in kids} == {"vllm:2"}, kids

@@ -121,3 +121,33 @@ def test_go_zero_values_in_the_child_template_still_match() -> None:
         c["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"] = {
             "limits": {"cpu": "1"}}
     assert not ds_children_checks(_ds("v2", ROLES), kids)["currentRevision"]
+
+
+def test_quantities_written_back_as_text_and_webhook_annotations_still_match() -> None:
+    """Seen on the reference cluster with Kueue: the role's ``nvidia.com/gpu: 8`` comes back as ``"8"``
+    on the child (Go's Quantity), and Kueue's LWS webhook adds two annotations to the child's pod
+    template. Before, the gate never found the new revision and rolled every such DS back."""
+    ds = _ds("v2", ROLES)
+    for role in ds["spec"]["roles"]:
+        tmpl = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        tmpl["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 8, "memory": "1Gi"}}
+        tmpl["metadata"]["annotations"] = {"checksum/config": "abc"}
+    kids = _rolled("v2", "bbb")
+    for c in kids:
+        tmpl = c["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        tmpl["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8",
+                                                                "memory": "1073741824"}}
+        tmpl["metadata"]["annotations"] = {
+            "checksum/config": "abc", "kueue.x-k8s.io/pod-group-serving": "true",
+            "kueue.x-k8s.io/pod-suspending-parent": "leaderworkerset.x-k8s.io/leaderworkerset"}
+    assert all(ds_children_checks(ds, kids).values()), explain_ds_children(ds, kids)
+    # a release that changes only an annotation, or a quantity, is still a different template
+    for change in ({"checksum/config": "def"}, None):
+        other = copy.deepcopy(ds)
+        for role in other["spec"]["roles"]:
+            tmpl = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+            if change is not None:
+                tmpl["metadata"]["annotations"] = change
+            else:
+                tmpl["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 4
+        assert not ds_children_checks(other, kids)["currentRevision"], change
