@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -42,6 +43,7 @@ LWS_NAMESPACE = "lws-system"  # the controller's namespace when not in a pod (ut
 LWS_SERVICE_ACCOUNT = "lws-controller-manager"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 _PIDS = "pids.json"
+_COMMANDS = "commands.json"  # each program's arguments, so restart() can start it again as `up` did
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,10 @@ class _Procs:
                 stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True,  # outlives `up`
                 env={**os.environ, **(env or {})})
         self.started[name] = proc
-        _write_private(self.state / _PIDS, json.dumps({n: p.pid for n, p in self.started.items()}))
+        _write_private(self.state / _PIDS, json.dumps({**_recorded(self.state), name: proc.pid}))
+        commands = _commands(self.state)
+        commands[name] = {"program": program, "args": args, "env": env or {}}
+        _write_private(self.state / _COMMANDS, json.dumps(commands))
         return proc, log
 
 
@@ -167,6 +172,51 @@ def _recorded(state: Path) -> dict[str, int]:
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _commands(state: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((state / _COMMANDS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _gone(pid: int, bin_dir: Path) -> bool:
+    return not _ours(pid, bin_dir)
+
+
+def _arg(args: list[str], flag: str) -> str:
+    return next((a.split("=", 1)[1] for a in args if a.startswith(flag + "=")), "")
+
+
+def restart(state: Path, *names: str, timeout_s: float = 60.0) -> None:
+    """SIGKILL the named programs of a running cluster (as a crash or an OOM kill would), then start
+    each again, in the order named, with the arguments `up` gave it (same ports, data and keys),
+    waiting for etcd's health and kube-apiserver's port before the next. For the conformance tier's
+    restarts mid-rollout (tests/conformance/test_restarts.py)."""
+    bin_dir, pids, commands = binaries.bin_dir(), _recorded(state), _commands(state)
+    unknown = [n for n in names if n not in commands]
+    if unknown:
+        raise ValueError(f"not a program of this cluster: {', '.join(unknown)} "
+                         f"(known: {', '.join(commands)})")
+    for name in reversed(names):
+        pid = pids.get(name)
+        if pid is not None and _ours(pid, bin_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _wait(f"{name} gone", functools.partial(_gone, pid, bin_dir), time.monotonic() + timeout_s)
+    procs = _Procs(state, bin_dir)
+    for name in names:
+        cmd = commands[name]
+        proc, log = procs.start(name, str(cmd["program"]), list(cmd["args"]), dict(cmd["env"]))
+        deadline = time.monotonic() + timeout_s
+        if name == "etcd":
+            client = _arg(cmd["args"], "--listen-client-urls")
+            _wait("etcd", functools.partial(_http_ok, f"{client}/health"), deadline, proc, log)
+        elif name == "kube-apiserver":
+            port = int(_arg(cmd["args"], "--secure-port"))
+            _wait("kube-apiserver", functools.partial(_tls_listening, port), deadline, proc, log)
 
 
 def running(state: Path) -> bool:
