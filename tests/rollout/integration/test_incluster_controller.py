@@ -185,8 +185,12 @@ def test_pipeline_waits_for_the_controller_verdict(env: Env) -> None:
                                              wait.find_policy(env.kube, NS, "lws", "w"), 600, phases.append)
         assert data["result"] == "succeeded" and data["mode"] == "controller"
         assert env.rec.partitions["w"] == [2, 1, 0, 2]  # staged by the controller, not by the step
+        # the shorter deadline first: a rollout started before the policy edit keeps the 30m it began
+        # with (SpecApplied False), past the 900 s wait below (seen beside two CPU hogs)
+        gen = env.kube.merge_patch(ROLLOUT_POLICY, NS, "pw", {"spec": {"progressDeadline": "2m"}})[
+            "metadata"]["generation"]
+        wait_policy(env, "pw", lambda s: s.get("observedGeneration") == gen)
         lws = sync(env, "w", "vllm:bad", **{"sim.lwsflow.io/never-ready": "true"})
-        env.kube.merge_patch(ROLLOUT_POLICY, NS, "pw", {"spec": {"progressDeadline": "2m"}})
         bad = rstate.template_hash(rstate.template_of(lws))
         st = wait.await_verdict(env.kube, env.clock(), NS, "pw", bad, timeout_s=900)
         assert wait.verdict(st, bad) == "RolledBack"
