@@ -47,7 +47,7 @@ class ApiFaults:
     """Fault rates (fractions in [0, 1]) and the seed that makes them repeatable."""
 
     seed: int = 0
-    error_rate: float = 0.0  # share of all requests answered with one of ``error_statuses``
+    error_rate: float = 0.0  # share of all requests answered with ``error_statuses``, in turn
     error_statuses: tuple[int, ...] = (500, 503, 429)
     retry_after_s: int = 1  # the Retry-After header of 429 (and 503) answers
     conflict_rate: float = 0.0  # share of writes answered 409 Conflict
@@ -78,8 +78,9 @@ class ApiFaults:
         if any(path.startswith(p) for p in self.exempt_paths):
             return None
         if self._roll(self.error_rate):
-            with self._lock:
-                status = self._rng.choice(self.error_statuses)
+            with self._lock:  # in turn, not drawn: every status shows once a few errors were injected
+                status = self.error_statuses[sum(self.injected.get(s, 0) for s in self.error_statuses)
+                                             % len(self.error_statuses)]
             self._count(status)
             if status == 429:
                 return TooManyRequests(
