@@ -237,14 +237,28 @@ def test_gpu_request_change_is_refused_by_lwsflow_as_kueues_webhook_refuses_it(k
         assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref: Target,
+@pytest.fixture
+def own_kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A reference cluster with Kueue for one test: a preemption or a DS beside the groups the module's
+    other tests left running (their GPUs, their Workloads) did not finish in time."""
+    from lwsflow.rehearsal.refcluster import launcher
+
+    state = tmp_path_factory.mktemp("refcluster-kueue-own") / "state"
+    kubeconfig = launcher.up(launcher.UpOptions(state_dir=state, ready_delay_s=1.0, kueue=True))
+    try:
+        yield Target("reference+kueue", kubeconfig, state / "kcache")
+    finally:
+        launcher.down(state)
+
+
+def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(own_kueue: Target,
                                                                       tmp_path: Path) -> None:
     """Issue 33, items 4 and 6: q (2 groups, all of a 16-GPU quota, rolled in place) is at stage 1 when
     a higher-priority LWS needs 8 GPUs: Kueue preempts one of q's groups, whose pods come back gated.
     The rollout pauses with QuotaBlocked naming the ClusterQueue and the GPUs missing (under the
     shipped RBAC), nothing is rolled back; once the other LWS is gone Kueue admits the group again and
     resume finishes the rollout."""
-    ns = kueue_ref.namespace("kueue")
+    ns = own_kueue.namespace("kueue")
     docs = yaml.safe_load_all(_quota_objects(ns, 16))
     quota_objs = [d for d in docs if d]
     for d in quota_objs:
@@ -253,10 +267,10 @@ def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref:
     urgent = f"urgent-{ns}"
     quota_objs.append({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": urgent},
                        "value": 1000})
-    kueue_ref.kubectl("apply", "-f", "-", stdin="".join(f"---\n{yaml.safe_dump(d)}" for d in quota_objs))
-    kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_lws("vllm:1", surge=0)))
-    wait_for("q Ready under Kueue", lambda: _ready(kueue_ref, ns), timeout=120)
-    kcfg = sa_kubeconfig(kueue_ref, tmp_path / "sa.kubeconfig")
+    own_kueue.kubectl("apply", "-f", "-", stdin="".join(f"---\n{yaml.safe_dump(d)}" for d in quota_objs))
+    own_kueue.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_lws("vllm:1", surge=0)))
+    wait_for("q Ready under Kueue", lambda: _ready(own_kueue, ns), timeout=120)
+    kcfg = sa_kubeconfig(own_kueue, tmp_path / "sa.kubeconfig")
     mf = tmp_path / "q.yaml"
     mf.write_text(yaml.safe_dump(_lws("vllm:2", surge=0)))
     roll = subprocess.Popen([LWSFLOW, "rollout", "lws/q", "-n", ns, "--kubeconfig", str(kcfg), "--manifest",
@@ -264,7 +278,7 @@ def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         def at_stage_1() -> bool:
-            lws = json.loads(kueue_ref.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
+            lws = json.loads(own_kueue.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
             cfg = lws["spec"]["rolloutStrategy"].get("rollingUpdateConfiguration") or {}
             return cfg.get("partition") == 1
 
@@ -272,7 +286,7 @@ def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref:
         hog = _lws("vllm:1", surge=0, replicas=1)
         hog["metadata"] = {"name": "hog", "labels": {L.KUEUE_QUEUE: "serving",
                                                      "kueue.x-k8s.io/priority-class": urgent}}
-        kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(hog))
+        own_kueue.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(hog))
         out, _ = roll.communicate(timeout=300)
     finally:
         roll.kill()
@@ -281,19 +295,19 @@ def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(kueue_ref:
     assert f"lws/q -n {ns}: paused: rollout" in flat and "Kueue holds 1 group(s) (q/" in flat, out
     assert f"ClusterQueue serving-{ns} lacks 8 nvidia.com/gpu for them (8 per group)" in flat, out
     assert "rolled-back" not in flat, out
-    live = json.loads(kueue_ref.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
+    live = json.loads(own_kueue.kubectl("get", "lws", "q", "-n", ns, "-o", "json").stdout)
     ann = live["metadata"].get("annotations") or {}
     assert any(v.startswith("QuotaBlocked: stage") for v in ann.values()), ann
     image = live["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
     assert image == "vllm:2"  # nothing rolled back
-    events = kueue_ref.items("events", ns)
+    events = own_kueue.items("events", ns)
     assert any(e.get("reason") == "QuotaBlocked" for e in events), sorted({e.get("reason") for e in events})
     # the other LWS goes: Kueue admits q's group again; resume finishes
-    kueue_ref.kubectl("delete", "lws", "hog", "-n", ns, "--wait=true")
+    own_kueue.kubectl("delete", "lws", "hog", "-n", ns, "--wait=true")
     done = subprocess.run([LWSFLOW, "rollout", "resume", "lws/q", "-n", ns, "--kubeconfig", str(kcfg)],
                           capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _ready(kueue_ref, ns)
+    assert _ready(own_kueue, ns)
 
 
 def _ds(image: str) -> dict[str, Any]:
@@ -309,16 +323,16 @@ def _ds(image: str) -> dict[str, Any]:
 
 
 def test_a_ds_whose_roles_carry_the_queue_is_admitted_per_group_and_rolls_within_quota(
-        kueue_ref: Target, tmp_path: Path) -> None:
+        own_kueue: Target, tmp_path: Path) -> None:
     """Issue 33, item 6: the queue label on a DS's roles reaches its child LWS, Kueue admits each
     child's groups (one Workload each), and `lwsflow rollout ds/d` plans each role's surge against the
     quota (admitted here: 16 GPUs free for two surge groups of 8) and finishes under the shipped RBAC."""
-    ns = kueue_ref.namespace("kueue")
-    kueue_ref.kubectl("apply", "-f", "-", stdin=_quota_objects(ns, 32))
-    kueue_ref.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_ds("vllm:1")))
+    ns = own_kueue.namespace("kueue")
+    own_kueue.kubectl("apply", "-f", "-", stdin=_quota_objects(ns, 32))
+    own_kueue.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(_ds("vllm:1")))
 
     def children() -> list[dict[str, Any]]:
-        return [o for o in kueue_ref.items("lws", ns)
+        return [o for o in own_kueue.items("lws", ns)
                 if (o["metadata"].get("labels") or {}).get(L.DS_NAME) == "d"]
 
     def admitted() -> bool:
@@ -329,8 +343,8 @@ def test_a_ds_whose_roles_carry_the_queue_is_admitted_per_group_and_rolls_within
     kids = children()
     assert all(o["metadata"]["labels"].get(L.KUEUE_QUEUE) == "serving" for o in kids), \
         [o["metadata"].get("labels") for o in kids]
-    assert len(_workload_names(kueue_ref, ns)) == 2 and _reserved(kueue_ref, ns) == 16
-    kcfg = sa_kubeconfig(kueue_ref, tmp_path / "sa.kubeconfig")
+    assert len(_workload_names(own_kueue, ns)) == 2 and _reserved(own_kueue, ns) == 16
+    kcfg = sa_kubeconfig(own_kueue, tmp_path / "sa.kubeconfig")
     mf = tmp_path / "d.yaml"
     mf.write_text(yaml.safe_dump(_ds("vllm:2")))
     out = subprocess.run([LWSFLOW, "rollout", "ds/d", "-n", ns, "--kubeconfig", str(kcfg), "--manifest",
