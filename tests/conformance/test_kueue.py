@@ -24,6 +24,7 @@ admission, and Kueue drops the surge Workload unadmitted once ``updatedReplicas`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -41,18 +42,24 @@ GPU = L.GPU_RESOURCE
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
-@pytest.fixture(scope="module")
-def kueue_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+@contextlib.contextmanager
+def _kueue_cluster(folder: Path) -> Iterator[Target]:
     """A reference cluster of its own with Kueue (its pod webhooks see every pod: kept apart from the
     session's cluster, whose differential they would change)."""
     from lwsflow.rehearsal.refcluster import launcher
 
-    state = tmp_path_factory.mktemp("refcluster-kueue") / "state"
+    state = folder / "state"
     kubeconfig = launcher.up(launcher.UpOptions(state_dir=state, ready_delay_s=1.0, kueue=True))
     try:
         yield Target("reference+kueue", kubeconfig, state / "kcache")
     finally:
         launcher.down(state)
+
+
+@pytest.fixture(scope="module")
+def kueue_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    with _kueue_cluster(tmp_path_factory.mktemp("refcluster-kueue")) as t:
+        yield t
 
 
 def _quota_objects(ns: str, nominal: int) -> str:
@@ -239,16 +246,10 @@ def test_gpu_request_change_is_refused_by_lwsflow_as_kueues_webhook_refuses_it(k
 
 @pytest.fixture
 def own_kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    """A reference cluster with Kueue for one test: a preemption or a DS beside the groups the module's
-    other tests left running (their GPUs, their Workloads) did not finish in time."""
-    from lwsflow.rehearsal.refcluster import launcher
-
-    state = tmp_path_factory.mktemp("refcluster-kueue-own") / "state"
-    kubeconfig = launcher.up(launcher.UpOptions(state_dir=state, ready_delay_s=1.0, kueue=True))
-    try:
-        yield Target("reference+kueue", kubeconfig, state / "kcache")
-    finally:
-        launcher.down(state)
+    """A Kueue cluster for one test: a preemption or a DS beside the groups the module's other tests
+    left running (their GPUs, their Workloads) did not finish in time."""
+    with _kueue_cluster(tmp_path_factory.mktemp("refcluster-kueue-own")) as t:
+        yield t
 
 
 def test_a_group_preempted_mid_rollout_pauses_it_then_resume_finishes(own_kueue: Target,
